@@ -1,0 +1,68 @@
+"""``kafkalite`` command line: ``kafkalite serve [flags]``.
+
+Every flag can also be set through ``KAFKALITE_<NAME>`` (for example
+``KAFKALITE_PORT=0``); a flag given on the command line wins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from .config import BrokerConfig
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kafkalite", description="A Kafka-wire-compatible broker.")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="run the broker")
+    s.add_argument("--host", help="address to listen on (KAFKALITE_HOST, default 127.0.0.1)")
+    s.add_argument("--port", type=int, help="port to listen on, 0 for any free port (KAFKALITE_PORT, default 9092)")
+    s.add_argument("--data-dir", type=Path, help="where logs live (KAFKALITE_DATA_DIR, default ./data)")
+    s.add_argument("--advertised-host", help="host given to clients in Metadata (KAFKALITE_ADVERTISED_HOST)")
+    s.add_argument("--advertised-port", type=int, help="port given to clients in Metadata (KAFKALITE_ADVERTISED_PORT)")
+    s.add_argument("--log-format", choices=["json", "console"], help="KAFKALITE_LOG_FORMAT, default console")
+    s.add_argument("--log-level", help="debug, info, warning or error (KAFKALITE_LOG_LEVEL, default info)")
+    s.add_argument("--fsync", choices=["always", "interval", "never"], help="fsync policy (KAFKALITE_FSYNC, default interval)")
+    s.add_argument("--fsync-interval-ms", type=int, help="KAFKALITE_FSYNC_INTERVAL_MS, default 1000")
+    s.add_argument("--num-partitions", type=int, help="partitions of auto-created topics (KAFKALITE_NUM_PARTITIONS, default 1)")
+    s.add_argument(
+        "--auto-create-topics",
+        choices=["true", "false"],
+        help="create unknown topics on Metadata (KAFKALITE_AUTO_CREATE_TOPICS, default true)",
+    )
+    s.add_argument("--max-frame-bytes", type=int, help="largest request accepted (KAFKALITE_MAX_FRAME_BYTES, default 100 MiB)")
+    return p
+
+
+def config_from_args(argv: list[str] | None = None, environ=None) -> BrokerConfig:
+    args = _parser().parse_args(argv)
+    cfg = BrokerConfig.from_env(environ)
+    for name, value in vars(args).items():
+        if name == "command" or value is None:
+            continue
+        if name == "auto_create_topics":
+            value = value == "true"
+        setattr(cfg, name, value)
+    return cfg
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cfg = config_from_args(argv)
+    except ValueError as exc:
+        print(f"kafkalite: {exc}", file=sys.stderr)
+        return 2
+    from . import logs
+    from .server import run
+
+    logs.configure(cfg.log_format, cfg.log_level)
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        runner = asyncio.run
+    return runner(run(cfg))

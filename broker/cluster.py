@@ -1,0 +1,248 @@
+"""The broker's data-plane state: topics, partitions, producer ids.
+
+One instance lives on the event loop and is only touched from it. Topic
+metadata (names, ids, partition counts, config overrides) is kept in
+``<data-dir>/meta.json``, written atomically; partition data lives in the log
+engine under ``<data-dir>/<topic>-<partition>/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from storage.config import LogConfig
+from storage.manager import LogManager
+
+from .logs import get_logger
+from .producers import ProducerStateTable
+
+log = get_logger("cluster")
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME = 249
+PRODUCER_ID_BLOCK = 1000
+LEADER_EPOCH = 0
+
+
+class TopicError(Exception):
+    """Carries the Kafka error code name for an invalid topic operation."""
+
+    def __init__(self, code, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def validate_topic_name(name: str) -> str | None:
+    """Kafka's rules; returns a reason or None."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return "Topic name cannot be \".\" or \"..\""
+    if len(name) > MAX_TOPIC_NAME:
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters"
+    if not _LEGAL_TOPIC.match(name):
+        return (
+            f"Topic name \"{name}\" is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+    return None
+
+
+@dataclass
+class Partition:
+    topic: str
+    index: int
+    log: object  # storage.log.PartitionLog
+    producers: ProducerStateTable = field(default_factory=ProducerStateTable)
+    waiters: set = field(default_factory=set)
+
+    def notify(self) -> None:
+        """Wake every fetch long-poll waiting on this partition."""
+        if self.waiters:
+            for fut in self.waiters:
+                if not fut.done():
+                    fut.set_result(None)
+            self.waiters.clear()
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    overrides: dict[str, str]
+    config: LogConfig
+    partitions: list[Partition]
+
+    @property
+    def internal(self) -> bool:
+        return self.name.startswith("__")
+
+
+class Cluster:
+    def __init__(self, data_dir: Path, defaults: LogConfig, *, node_id: int = 1, clock=time.time) -> None:
+        self.data_dir = Path(data_dir)
+        self.defaults = defaults
+        self.node_id = node_id
+        self.clock = clock
+        self.topics: dict[str, Topic] = {}
+        self.by_id: dict[uuid.UUID, Topic] = {}
+        self.cluster_id = ""
+        self._next_pid = 0
+        self._pid_limit = 0
+        self.logs = LogManager(self.data_dir, defaults, clock=clock)
+
+    # ------------------------------------------------------------------ startup
+    def load(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        meta_path = self.data_dir / "meta.json"
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        self.cluster_id = meta.get("cluster_id") or _new_cluster_id()
+        # every start skips to a fresh block, so a pid is never handed out twice
+        self._next_pid = meta.get("producer_id_limit", 0)
+        self._pid_limit = self._next_pid
+        for name, t in meta.get("topics", {}).items():
+            cfg = LogConfig.from_kafka(t.get("configs", {}), self.defaults)
+            topic = Topic(name, uuid.UUID(t["id"]), dict(t.get("configs", {})), cfg, [])
+            for p in range(t["partitions"]):
+                plog = self.logs.open_partition(name, p, cfg)
+                part = Partition(name, p, plog)
+                part.producers.rebuild(plog)
+                topic.partitions.append(part)
+            self._index(topic)
+        self._save()
+
+    def _index(self, topic: Topic) -> None:
+        self.topics[topic.name] = topic
+        self.by_id[topic.topic_id] = topic
+
+    def _save(self) -> None:
+        meta = {
+            "cluster_id": self.cluster_id,
+            "producer_id_limit": self._pid_limit,
+            "topics": {
+                t.name: {"id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.overrides}
+                for t in self.topics.values()
+            },
+        }
+        path = self.data_dir / "meta.json"
+        tmp = path.with_suffix(".json.tmp")
+        with open(tmp, "w") as f:
+            json.dump(meta, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(self.data_dir)
+
+    # ------------------------------------------------------------------ topics
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: dict[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> Topic:
+        from protocol.errors import ErrorCode
+
+        reason = validate_topic_name(name)
+        if reason:
+            raise TopicError(ErrorCode.invalid_topic_exception, reason)
+        if name in self.topics:
+            raise TopicError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        if num_partitions <= 0:
+            raise TopicError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+        configs = dict(configs or {})
+        try:
+            cfg = LogConfig.from_kafka(configs, self.defaults)
+        except ValueError as exc:
+            raise TopicError(ErrorCode.invalid_config, str(exc)) from exc
+        topic = Topic(name, uuid.uuid4(), configs, cfg, [])
+        if validate_only:
+            return topic
+        for p in range(num_partitions):
+            topic.partitions.append(Partition(name, p, self.logs.create_partition(name, p, cfg)))
+        self._index(topic)
+        self._save()
+        log.info("topic created", topic=name, partitions=num_partitions, configs=configs or None)
+        return topic
+
+    def delete_topic(self, topic: Topic) -> None:
+        del self.topics[topic.name]
+        del self.by_id[topic.topic_id]
+        self._save()
+        for part in topic.partitions:
+            part.notify()
+            self.logs.delete_partition(topic.name, part.index)
+        log.info("topic deleted", topic=topic.name)
+
+    def add_partitions(self, topic: Topic, count: int, *, validate_only: bool = False) -> None:
+        from protocol.errors import ErrorCode
+
+        current = len(topic.partitions)
+        if count <= current:
+            raise TopicError(
+                ErrorCode.invalid_partitions,
+                f"Topic currently has {current} partitions, which is higher than or equal to the requested {count}.",
+            )
+        if validate_only:
+            return
+        for p in range(current, count):
+            topic.partitions.append(Partition(topic.name, p, self.logs.create_partition(topic.name, p, topic.config)))
+        self._save()
+        log.info("partitions added", topic=topic.name, partitions=count)
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        t = self.topics.get(topic)
+        if t is None or not 0 <= index < len(t.partitions):
+            return None
+        return t.partitions[index]
+
+    # ------------------------------------------------------------------ producer ids
+    def allocate_producer_id(self) -> int:
+        if self._next_pid >= self._pid_limit:
+            self._pid_limit = self._next_pid + PRODUCER_ID_BLOCK
+            self._save()
+        pid = self._next_pid
+        self._next_pid += 1
+        return pid
+
+    # ------------------------------------------------------------------ fetch waits
+    async def wait_for_data(self, partitions: list[Partition], timeout: float) -> None:
+        if timeout <= 0 or not partitions:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        for p in partitions:
+            p.waiters.add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for p in partitions:
+                p.waiters.discard(fut)
+
+    # ------------------------------------------------------------------ shutdown
+    def close(self) -> None:
+        self.logs.stop()
+
+
+def _new_cluster_id() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,78 @@
+"""Broker configuration: defaults, ``KAFKALITE_*`` environment variables, CLI flags."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from storage.config import LogConfig
+
+
+def _env_name(name: str) -> str:
+    return "KAFKALITE_" + name.upper()
+
+
+@dataclass
+class BrokerConfig:
+    host: str = "127.0.0.1"
+    port: int = 9092
+    data_dir: Path = Path("./data")
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    log_format: str = "console"  # json | console
+    log_level: str = "info"
+    fsync: str = "interval"  # always | interval | never
+    fsync_interval_ms: int = 1000
+    node_id: int = 1
+    auto_create_topics: bool = True
+    num_partitions: int = 1
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    maintenance_interval_ms: int = 1000
+    log_defaults: LogConfig = field(default_factory=LogConfig)
+
+    # ----------------------------------------------------------------
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """Host and port put in Metadata; resolved after bind for ``--port 0``."""
+        host = self.advertised_host or self.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        return host, self.advertised_port or self.port
+
+    def effective_log_defaults(self) -> LogConfig:
+        cfg = LogConfig(**{f.name: getattr(self.log_defaults, f.name) for f in fields(LogConfig)})
+        cfg.fsync = self.fsync
+        cfg.fsync_interval_ms = self.fsync_interval_ms
+        return cfg
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> "BrokerConfig":
+        """Defaults overridden by any ``KAFKALITE_<FIELD>`` variable."""
+        environ = os.environ if environ is None else environ
+        cfg = cls()
+        for f in fields(cls):
+            if f.name == "log_defaults":
+                continue
+            raw = environ.get(_env_name(f.name))
+            if raw is None or raw == "":
+                continue
+            setattr(cfg, f.name, _parse(f.name, raw, getattr(cfg, f.name)))
+        return cfg
+
+
+def _parse(name: str, raw: str, current):
+    if name == "data_dir":
+        return Path(raw)
+    if name in ("advertised_port",):
+        return int(raw)
+    if isinstance(current, bool):
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"{_env_name(name)}: expected a boolean, got {raw!r}")
+    if isinstance(current, int):
+        return int(raw)
+    return raw

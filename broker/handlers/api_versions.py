@@ -1,0 +1,35 @@
+"""ApiVersions (18), v0-4.
+
+Lists every API this broker serves with its version range. An unsupported
+ApiVersions version is answered at v0 with UNSUPPORTED_VERSION and the list,
+so the client can retry with a version we speak (KIP-511). v3+ carries the
+client's software name and version, which go into the connection's log
+context.
+"""
+
+from protocol.errors import ErrorCode
+
+API_KEY = 18
+NAME = "ApiVersions"
+VERSIONS = (0, 4)
+
+
+def _api_keys(ctx):
+    return [
+        {"api_key": key, "min_version": lo, "max_version": hi}
+        for key, (lo, hi) in sorted(ctx.broker.supported.items())
+    ]
+
+
+async def handle(ctx, req):
+    name = getattr(req, "client_software_name", None)
+    if name:
+        sw_version = getattr(req, "client_software_version", None)
+        ctx.client_software = {"name": name, "version": sw_version}
+        ctx.log = ctx.conn.log = ctx.conn.log.bind(client_software=f"{name}/{sw_version}")
+        ctx.log.debug("client identified", client_id=ctx.request.client_id)
+    return {"error_code": ErrorCode.none, "api_keys": _api_keys(ctx), "throttle_time": 0}
+
+
+def unsupported(ctx, event):
+    return 0, {"error_code": ErrorCode.unsupported_version, "api_keys": _api_keys(ctx)}

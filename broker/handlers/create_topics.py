@@ -1,0 +1,80 @@
+"""CreateTopics (19), v2-7.
+
+- Names follow Kafka's rules (INVALID_TOPIC_EXCEPTION); an existing name
+  answers TOPIC_ALREADY_EXISTS.
+- ``num_partitions`` -1 takes ``--num-partitions``; ``replication_factor``
+  -1 or 1 is fine, anything larger is INVALID_REPLICATION_FACTOR (one broker).
+- Manual assignments may only name this broker (INVALID_REPLICA_ASSIGNMENT).
+- Topic configs are checked against the log engine's (INVALID_CONFIG).
+- ``validate_only`` checks everything and creates nothing.
+- v5+ return the partition count, replication factor and configs.
+"""
+
+from protocol.errors import ErrorCode
+
+from ..cluster import TopicError
+from .describe_configs import topic_config_entries
+
+API_KEY = 19
+NAME = "CreateTopics"
+VERSIONS = (2, 7)
+
+
+def _fail(name: str, code: ErrorCode, message: str) -> dict:
+    return {"name": name, "error_code": code, "error_message": message, "num_partitions": -1, "replication_factor": -1, "configs": None}
+
+
+async def handle(ctx, req):
+    cluster = ctx.cluster
+    node = cluster.node_id
+    results = []
+    seen = set()
+    for ct in req.topics:
+        name = ct.name
+        if name in seen:
+            results.append(_fail(name, ErrorCode.invalid_request, f"Create topics request from client contains a duplicate topic: {name}"))
+            continue
+        seen.add(name)
+        partitions = ct.num_partitions
+        factor = ct.replication_factor
+        if ct.assignments:
+            if partitions != -1 or factor != -1:
+                results.append(_fail(name, ErrorCode.invalid_request, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time."))
+                continue
+            bad = [b for a in ct.assignments for b in a.broker_ids if b != node]
+            if bad or any(len(a.broker_ids) != 1 for a in ct.assignments):
+                results.append(_fail(name, ErrorCode.invalid_replica_assignment, f"Replica assignment may only name broker {node}, once per partition"))
+                continue
+            partitions = len(ct.assignments)
+            factor = 1
+        if partitions == -1:
+            partitions = ctx.config.num_partitions
+        if factor == -1:
+            factor = 1
+        if factor <= 0:
+            results.append(_fail(name, ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."))
+            continue
+        if factor > 1:
+            results.append(_fail(name, ErrorCode.invalid_replication_factor, f"Unable to replicate the partition {factor} time(s): The target replication factor of {factor} cannot be reached because only 1 broker(s) are registered."))
+            continue
+        configs = {c.name: c.value for c in ct.configs}
+        try:
+            topic = cluster.create_topic(name, partitions, configs, validate_only=req.validate_only)
+        except TopicError as exc:
+            results.append(_fail(name, exc.code, exc.message))
+            continue
+        results.append(
+            {
+                "name": name,
+                "topic_id": topic.topic_id,
+                "error_code": ErrorCode.none,
+                "error_message": None,
+                "num_partitions": partitions,
+                "replication_factor": 1,
+                "configs": [
+                    {k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
+                    for e in topic_config_entries(ctx, topic.overrides, topic.config)
+                ],
+            }
+        )
+    return {"throttle_time": 0, "topics": results}

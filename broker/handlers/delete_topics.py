@@ -1,0 +1,32 @@
+"""DeleteTopics (20), v1-6: by name, or by topic id from v6."""
+
+import uuid
+
+from protocol.errors import ErrorCode
+
+API_KEY = 20
+NAME = "DeleteTopics"
+VERSIONS = (1, 6)
+_ZERO_ID = uuid.UUID(int=0)
+
+
+async def handle(ctx, req):
+    cluster = ctx.cluster
+    if ctx.version >= 6:
+        wanted = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        wanted = [(name, None) for name in req.topic_names]
+    responses = []
+    for name, topic_id in wanted:
+        if topic_id is not None and topic_id != _ZERO_ID and name is None:
+            topic = cluster.by_id.get(topic_id)
+            missing = ErrorCode.unknown_topic_id
+        else:
+            topic = cluster.topics.get(name)
+            missing = ErrorCode.unknown_topic_or_partition
+        if topic is None:
+            responses.append({"name": name, "topic_id": topic_id or _ZERO_ID, "error_code": missing, "error_message": None})
+            continue
+        cluster.delete_topic(topic)
+        responses.append({"name": topic.name, "topic_id": topic.topic_id, "error_code": ErrorCode.none, "error_message": None})
+    return {"throttle_time": 0, "responses": responses}

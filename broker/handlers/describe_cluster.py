@@ -1,0 +1,29 @@
+"""DescribeCluster (60), v0-2: this one broker, which is also the controller."""
+
+from protocol.errors import ErrorCode
+
+API_KEY = 60
+NAME = "DescribeCluster"
+VERSIONS = (0, 2)
+_UNKNOWN_OPS = -(2**31)
+
+
+async def handle(ctx, req):
+    endpoint_type = getattr(req, "endpoint_type", 1)
+    if endpoint_type not in (1,):
+        return {
+            "error_code": ErrorCode.unsupported_endpoint_type,
+            "error_message": f"endpoint type {endpoint_type} is not served by this broker",
+            "endpoint_type": endpoint_type,
+        }
+    host, port = ctx.broker.advertised
+    node = ctx.cluster.node_id
+    return {
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "endpoint_type": endpoint_type,
+        "cluster_id": ctx.cluster.cluster_id,
+        "controller_id": node,
+        "brokers": [{"broker_id": node, "host": host, "port": port, "rack": None, "is_fenced": False}],
+        "cluster_authorized_operations": _UNKNOWN_OPS,
+    }

@@ -1,0 +1,62 @@
+"""ListOffsets (2), v1-10.
+
+Timestamps: -1 latest (the high watermark), -2 earliest, -3 the record with
+the largest timestamp (v7+), -4 earliest local (v8+, same as earliest here:
+no tiered storage), -5 earliest pending upload (v9+: none, so -1). Any other
+value finds the first offset whose timestamp is at or after it.
+"""
+
+from protocol.errors import ErrorCode
+
+from ..cluster import LEADER_EPOCH
+
+API_KEY = 2
+NAME = "ListOffsets"
+VERSIONS = (1, 10)
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
+
+
+def lookup(part, ts: int) -> tuple[int, int]:
+    """(offset, timestamp) for one partition."""
+    plog = part.log
+    if ts == LATEST:
+        return plog.log_end_offset, -1
+    if ts in (EARLIEST, EARLIEST_LOCAL):
+        return plog.log_start_offset, -1
+    if ts == EARLIEST_PENDING_UPLOAD:
+        return -1, -1
+    if ts == MAX_TIMESTAMP:
+        found = plog.max_timestamp()
+        return (found[1], found[0]) if found else (-1, -1)
+    found = plog.offset_for_timestamp(ts)
+    return (found[0], found[1]) if found else (-1, -1)
+
+
+async def handle(ctx, req):
+    cluster = ctx.cluster
+    topics = []
+    for lt in req.topics:
+        topic = cluster.topics.get(lt.name)
+        parts = []
+        for lp in lt.partitions:
+            base = {"partition_index": lp.partition_index, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            if topic is None or not 0 <= lp.partition_index < len(topic.partitions):
+                parts.append({**base, "error_code": ErrorCode.unknown_topic_or_partition})
+                continue
+            epoch = getattr(lp, "current_leader_epoch", -1)
+            if epoch > LEADER_EPOCH:
+                parts.append({**base, "error_code": ErrorCode.unknown_leader_epoch})
+                continue
+            offset, ts = lookup(topic.partitions[lp.partition_index], lp.timestamp)
+            parts.append(
+                {
+                    "partition_index": lp.partition_index,
+                    "error_code": ErrorCode.none,
+                    "timestamp": ts,
+                    "offset": offset,
+                    "leader_epoch": LEADER_EPOCH if offset >= 0 else -1,
+                }
+            )
+        topics.append({"name": lt.name, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}

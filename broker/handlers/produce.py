@@ -1,0 +1,131 @@
+"""Produce (0), v3-13.
+
+Record batches stay opaque: split into batches, each header and CRC-32C
+checked, sequence numbers checked for idempotent producers, then appended
+with offsets assigned by the log. Nothing decodes individual records.
+
+- acks must be -1, 0 or 1 (INVALID_REQUIRED_ACKS otherwise); with one broker
+  the leader is the whole ISR, so -1 and 1 behave alike. acks=0 sends no
+  response.
+- Produce never creates topics, as in Kafka.
+- A batch with a bad CRC, bad magic or torn length: CORRUPT_MESSAGE.
+- A batch larger than the topic's ``max.message.bytes``: MESSAGE_TOO_LARGE.
+- Idempotence: see ``broker/producers.py``; a duplicate gets its original
+  base offset and is not appended twice.
+- Topics with ``message.timestamp.type=LogAppendTime`` get the broker's
+  time stamped into each batch.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from protocol.errors import ErrorCode
+from protocol.records import CorruptRecordError, set_log_append_time, split_batches
+
+API_KEY = 0
+NAME = "Produce"
+VERSIONS = (3, 13)
+_ZERO_ID = uuid.UUID(int=0)
+
+
+def _error(index: int, code: ErrorCode, message: str | None = None) -> dict:
+    return {"index": index, "error_code": code, "base_offset": -1, "log_append_time": -1, "log_start_offset": -1, "error_message": message}
+
+
+def produce_partition(ctx, topic, index: int, records) -> dict:
+    cluster = ctx.cluster
+    if topic is None or not 0 <= index < len(topic.partitions):
+        return _error(index, ErrorCode.unknown_topic_or_partition)
+    part = topic.partitions[index]
+    if not records:
+        return _error(index, ErrorCode.invalid_record, "no record batch in the request")
+    try:
+        batches = split_batches(records)
+    except CorruptRecordError as exc:
+        ctx.log.info("corrupt batch refused", topic=topic.name, partition=index, reason=str(exc))
+        return _error(index, ErrorCode.corrupt_message, str(exc))
+    config = topic.config
+    for header, _ in batches:
+        if header.size > config.max_message_bytes:
+            return _error(
+                index,
+                ErrorCode.message_too_large,
+                f"batch of {header.size} bytes exceeds max.message.bytes={config.max_message_bytes}",
+            )
+    producers = part.producers
+    for header, _ in batches:
+        if header.producer_id >= 0 and header.base_sequence >= 0:
+            code, dup = producers.check(header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence)
+            if code is not ErrorCode.none:
+                return _error(index, code)
+            if dup is not None:
+                if len(batches) != 1:
+                    return _error(index, ErrorCode.duplicate_sequence_number)
+                return {
+                    "index": index,
+                    "error_code": ErrorCode.none,
+                    "base_offset": dup.first_offset,
+                    "log_append_time": -1,
+                    "log_start_offset": part.log.log_start_offset,
+                }
+    append_time = None
+    if config.message_timestamp_type == "LogAppendTime":
+        append_time = int(cluster.clock() * 1000)
+        stamped = []
+        for header, view in batches:
+            buf = bytearray(view)
+            set_log_append_time(buf, 0, append_time)
+            header.max_timestamp = append_time
+            stamped.append((header, buf))
+        batches = stamped
+    try:
+        result = part.log.append(batches, log_append_time_ms=append_time)
+    except OSError as exc:
+        ctx.log.error("append failed", topic=topic.name, partition=index, error=str(exc))
+        return _error(index, ErrorCode.kafka_storage_error, str(exc))
+    offset = result.base_offset
+    for header, _ in batches:
+        last = offset + header.last_offset_delta
+        if header.producer_id >= 0 and header.base_sequence >= 0:
+            producers.update(
+                header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence,
+                offset, last, header.max_timestamp,
+            )
+        offset = last + 1
+    part.notify()
+    return {
+        "index": index,
+        "error_code": ErrorCode.none,
+        "base_offset": result.base_offset,
+        "log_append_time": append_time if append_time is not None else -1,
+        "log_start_offset": part.log.log_start_offset,
+    }
+
+
+async def handle(ctx, req):
+    cluster = ctx.cluster
+    acks = req.acks
+    responses = []
+    for td in req.topic_data:
+        topic_id = getattr(td, "topic_id", None)
+        if topic_id is not None and topic_id != _ZERO_ID:
+            topic = cluster.by_id.get(topic_id)
+            missing = ErrorCode.unknown_topic_id
+            name = topic.name if topic else ""
+        else:
+            name = td.name
+            topic = cluster.topics.get(name)
+            missing = ErrorCode.unknown_topic_or_partition
+        parts = []
+        for pd in td.partition_data:
+            if acks not in (-1, 0, 1):
+                parts.append(_error(pd.index, ErrorCode.invalid_required_acks))
+            elif topic is None:
+                parts.append(_error(pd.index, missing))
+            else:
+                parts.append(produce_partition(ctx, topic, pd.index, pd.records))
+        responses.append({"name": name, "topic_id": topic_id or _ZERO_ID, "partition_responses": parts})
+    if acks == 0:
+        return None
+    return {"responses": responses, "throttle_time": 0}

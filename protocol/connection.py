@@ -1,0 +1,106 @@
+"""The server side of one Kafka connection, sans-IO (in the manner of h11).
+
+Bytes go in through ``receive_data`` and come out as events: ``Request`` for a
+request this broker can decode, ``UnsupportedVersion`` for a known API at a
+version outside the supported range. Responses go in through
+``encode_response`` and come out as framed bytes. Anything that makes the
+byte stream unusable raises ``ProtocolError``: the caller closes that
+connection, and only that one.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kio.index import UnknownEntity
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+
+from .codec import DecodeError, decode, encode, request_class, response_class
+from .framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameError, encode_frame
+
+_HEAD = struct.Struct(">hhi")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+class ProtocolError(Exception):
+    """The stream is unusable; close the connection."""
+
+
+@dataclass(slots=True)
+class Request:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+    size: int
+
+
+@dataclass(slots=True)
+class UnsupportedVersion:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def _legacy_client_id(frame: bytes) -> str | None:
+    try:
+        (n,) = _I16.unpack_from(frame, 8)
+        if n < 0:
+            return None
+        return frame[10 : 10 + n].decode("utf-8", "replace")
+    except struct.error:
+        return None
+
+
+class ServerConnection:
+    """Protocol state of one client connection."""
+
+    def __init__(
+        self,
+        supported: Mapping[int, tuple[int, int]],
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> None:
+        self.supported = supported
+        self._frames = FrameDecoder(max_frame_bytes)
+
+    def receive_data(self, data: bytes) -> list[Request | UnsupportedVersion]:
+        try:
+            frames = self._frames.feed(data)
+        except FrameError as exc:
+            raise ProtocolError(str(exc)) from exc
+        return [self.parse_frame(f) for f in frames]
+
+    def parse_frame(self, frame: bytes) -> Request | UnsupportedVersion:
+        if len(frame) < 8:
+            raise ProtocolError(f"request header truncated ({len(frame)} bytes)")
+        api_key, version, correlation_id = _HEAD.unpack_from(frame, 0)
+        span = self.supported.get(api_key)
+        if span is None:
+            raise ProtocolError(f"unknown or unsupported API key {api_key}")
+        if not span[0] <= version <= span[1]:
+            return UnsupportedVersion(api_key, version, correlation_id, _legacy_client_id(frame))
+        try:
+            cls = request_class(api_key, version)
+        except UnknownEntity as exc:
+            raise ProtocolError(f"no schema for API {api_key} v{version}") from exc
+        header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
+        try:
+            header, pos = decode(header_cls, frame, 0)
+            body, _ = decode(cls, frame, pos)  # trailing bytes are ignored, as Kafka does
+        except DecodeError as exc:
+            raise ProtocolError(f"malformed API {api_key} v{version} request: {exc}") from exc
+        return Request(api_key, version, correlation_id, header.client_id, body, len(frame))
+
+    @staticmethod
+    def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
+        """Frame a response; ``body`` is an entity of the response class for ``version``."""
+        cls = response_class(api_key, version)
+        header = cls.__header_schema__(correlation_id=correlation_id)
+        return encode_frame(encode(header), encode(body))

@@ -315,7 +315,7 @@ def build(cls: type, data: dict[str, Any] | Any) -> Any:
         if name in data:
             value = data[name]
             if isinstance(kind, EntityTupleField):
-                value = tuple(build(kind.type_, v) for v in value)
+                value = None if value is None else tuple(build(kind.type_, v) for v in value)
             elif isinstance(kind, EntityField):
                 value = None if value is None else build(kind.type_, value)
             elif isinstance(kind, PrimitiveTupleField):

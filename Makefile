@@ -1,0 +1,33 @@
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install run test test-unit bench lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+run: install
+	$(BIN)/kafkalite serve
+
+test: install
+	$(BIN)/pytest -q tests
+
+test-unit: install
+	$(BIN)/pytest -q tests/unit
+
+bench: install
+	$(BIN)/python -m bench.run
+
+lint: install
+	$(BIN)/python -m compileall -q broker protocol storage bench tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -87,7 +87,7 @@ class Topic:
 
 
 class Cluster:
-    def __init__(self, data_dir: Path, defaults: LogConfig, *, node_id: int = 1, clock=time.time) -> None:
+    def __init__(self, data_dir: Path, defaults: LogConfig, *, node_id: int = 1, clock=time.time, maintenance_interval_s: float = 1.0) -> None:
         self.data_dir = Path(data_dir)
         self.defaults = defaults
         self.node_id = node_id
@@ -97,7 +97,7 @@ class Cluster:
         self.cluster_id = ""
         self._next_pid = 0
         self._pid_limit = 0
-        self.logs = LogManager(self.data_dir, defaults, clock=clock)
+        self.logs = LogManager(self.data_dir, defaults, clock=clock, maintenance_interval_s=maintenance_interval_s)
 
     # ------------------------------------------------------------------ startup
     def load(self) -> None:
@@ -112,7 +112,7 @@ class Cluster:
             cfg = LogConfig.from_kafka(t.get("configs", {}), self.defaults)
             topic = Topic(name, uuid.UUID(t["id"]), dict(t.get("configs", {})), cfg, [])
             for p in range(t["partitions"]):
-                plog = self.logs.open_partition(name, p, cfg)
+                plog = self.logs.create(name, p, cfg)
                 part = Partition(name, p, plog)
                 part.producers.rebuild(plog)
                 topic.partitions.append(part)
@@ -168,7 +168,7 @@ class Cluster:
         if validate_only:
             return topic
         for p in range(num_partitions):
-            topic.partitions.append(Partition(name, p, self.logs.create_partition(name, p, cfg)))
+            topic.partitions.append(Partition(name, p, self.logs.create(name, p, cfg)))
         self._index(topic)
         self._save()
         log.info("topic created", topic=name, partitions=num_partitions, configs=configs or None)
@@ -180,7 +180,7 @@ class Cluster:
         self._save()
         for part in topic.partitions:
             part.notify()
-            self.logs.delete_partition(topic.name, part.index)
+            self.logs.delete(topic.name, part.index)
         log.info("topic deleted", topic=topic.name)
 
     def add_partitions(self, topic: Topic, count: int, *, validate_only: bool = False) -> None:
@@ -195,7 +195,7 @@ class Cluster:
         if validate_only:
             return
         for p in range(current, count):
-            topic.partitions.append(Partition(topic.name, p, self.logs.create_partition(topic.name, p, topic.config)))
+            topic.partitions.append(Partition(topic.name, p, self.logs.create(topic.name, p, topic.config)))
         self._save()
         log.info("partitions added", topic=topic.name, partitions=count)
 

@@ -77,10 +77,18 @@ class ProducerStateTable:
             entry = self.entries[pid] = ProducerEntry(epoch)
         entry.batches.append(BatchMeta(first_seq, last_seq, first_offset, last_offset, timestamp))
 
-    def rebuild(self, plog) -> None:
-        """Replay batch headers of an opened log (no record decoding)."""
+    def rebuild(self, plog, segments: int = 2) -> None:
+        """Replay the batch headers of the log's last segments (no record decoding).
+
+        A producer whose last batch is older than that is unknown after a
+        restart, which Kafka's rules accept at any sequence.
+        """
         self.entries.clear()
-        for h in plog.iter_headers():
+        for seg in list(plog.iter_segments())[-segments:]:
+            self._replay(seg.iter_headers())
+
+    def _replay(self, headers) -> None:
+        for _, h in headers:
             if h.producer_id >= 0 and h.base_sequence >= 0:
                 self.update(
                     h.producer_id,

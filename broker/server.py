@@ -39,6 +39,7 @@ class Broker:
             config.data_dir,
             config.effective_log_defaults(),
             node_id=config.node_id,
+            maintenance_interval_s=config.maintenance_interval_ms / 1000,
         )
         self.supported = supported_versions()
         self.server: asyncio.AbstractServer | None = None
@@ -51,7 +52,7 @@ class Broker:
 
     async def start(self) -> None:
         self.cluster.load()
-        self.cluster.logs.start_background(self.config.maintenance_interval_ms / 1000)
+        self.cluster.logs.start_background()
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(
             lambda: KafkaConnection(self), self.config.host, self.config.port, reuse_address=True

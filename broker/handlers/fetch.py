@@ -97,7 +97,8 @@ def _read(plan, max_bytes: int):
             if budget > 0 or total == 0:
                 limit = min(fp.partition_max_bytes, budget) if total else fp.partition_max_bytes
                 try:
-                    data = plog.read(fp.fetch_offset, max(limit, 1))
+                    # only the first partition with data may overshoot the limits (KIP-74)
+                    data = plog.read(fp.fetch_offset, max(limit, 1), min_one=total == 0)
                 except OffsetOutOfRangeError:
                     out.append(_partition_error(fp.partition, ErrorCode.offset_out_of_range, part))
                     errors = True

@@ -21,7 +21,9 @@ from __future__ import annotations
 import uuid
 
 from protocol.errors import ErrorCode
-from protocol.records import CorruptRecordError, set_log_append_time, split_batches
+
+from ..cluster import LEADER_EPOCH
+from protocol.records import CorruptRecordError, split_batches, validate_produce_batch
 
 API_KEY = 0
 NAME = "Produce"
@@ -34,7 +36,6 @@ def _error(index: int, code: ErrorCode, message: str | None = None) -> dict:
 
 
 def produce_partition(ctx, topic, index: int, records) -> dict:
-    cluster = ctx.cluster
     if topic is None or not 0 <= index < len(topic.partitions):
         return _error(index, ErrorCode.unknown_topic_or_partition)
     part = topic.partitions[index]
@@ -47,6 +48,9 @@ def produce_partition(ctx, topic, index: int, records) -> dict:
         return _error(index, ErrorCode.corrupt_message, str(exc))
     config = topic.config
     for header, _ in batches:
+        problem = validate_produce_batch(header)
+        if problem:
+            return _error(index, ErrorCode.invalid_record, problem)
         if header.size > config.max_message_bytes:
             return _error(
                 index,
@@ -69,18 +73,8 @@ def produce_partition(ctx, topic, index: int, records) -> dict:
                     "log_append_time": -1,
                     "log_start_offset": part.log.log_start_offset,
                 }
-    append_time = None
-    if config.message_timestamp_type == "LogAppendTime":
-        append_time = int(cluster.clock() * 1000)
-        stamped = []
-        for header, view in batches:
-            buf = bytearray(view)
-            set_log_append_time(buf, 0, append_time)
-            header.max_timestamp = append_time
-            stamped.append((header, buf))
-        batches = stamped
     try:
-        result = part.log.append(batches, log_append_time_ms=append_time)
+        result = part.log.append(batches, leader_epoch=LEADER_EPOCH)
     except OSError as exc:
         ctx.log.error("append failed", topic=topic.name, partition=index, error=str(exc))
         return _error(index, ErrorCode.kafka_storage_error, str(exc))
@@ -98,7 +92,7 @@ def produce_partition(ctx, topic, index: int, records) -> dict:
         "index": index,
         "error_code": ErrorCode.none,
         "base_offset": result.base_offset,
-        "log_append_time": append_time if append_time is not None else -1,
+        "log_append_time": result.log_append_time_ms,
         "log_start_offset": part.log.log_start_offset,
     }
 

@@ -1,0 +1,225 @@
+"""LogManager: all partition logs under one data directory + the maintenance thread.
+
+Layout::
+
+    <data_dir>/<topic>-<partition>/        one PartitionLog per partition
+    <data_dir>/<topic>-<partition>.<hex>-delete/   being deleted (removed in background)
+
+Topic names may contain '.', '_' and '-'; the partition is parsed from the last
+'-'.  Per-topic configs are owned by the broker (it passes them in via
+``open_all(configs=...)``, ``create`` and ``update_config``); nothing about
+configs is persisted here.
+
+Threading: ``open_all``/``get``/``create``/``delete``/``update_config`` are called
+from the broker's event-loop thread.  ``start_background`` runs one daemon
+thread that periodically calls ``run_maintenance_once``: flush_if_due,
+retention (policy contains "delete") and compaction (policy contains
+"compact" and ``needs_compaction``) for every open log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Mapping
+
+from .config import LogConfig
+from .log import PartitionLog
+
+__all__ = ["LogManager", "parse_partition_dir", "partition_dir_name"]
+
+log = logging.getLogger(__name__)
+
+_DELETE_SUFFIX = "-delete"
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit() or name.startswith("."):
+        return None
+    return topic, int(part)
+
+
+class LogManager:
+    def __init__(
+        self,
+        data_dir: Path,
+        default_config: LogConfig,
+        clock: Callable[[], float] = time.time,
+        *,
+        maintenance_interval_s: float = 1.0,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.default_config = default_config
+        self._clock = clock
+        self.maintenance_interval_s = maintenance_interval_s
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._pending_dir_deletes: list[Path] = []
+
+    # ------------------------------------------------------------------ logs
+    def open_all(
+        self,
+        configs: Mapping[str, LogConfig] | Callable[[str], LogConfig | None] | None = None,
+    ) -> dict[tuple[str, int], PartitionLog]:
+        """Open every ``<topic>-<partition>`` directory; ``configs`` maps topic -> config
+        (mapping or callable; missing -> default config)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        for entry in sorted(os.listdir(self.data_dir)):
+            p = self.data_dir / entry
+            if not p.is_dir():
+                continue
+            if entry.endswith(_DELETE_SUFFIX):
+                shutil.rmtree(p, ignore_errors=True)
+                continue
+            parsed = parse_partition_dir(entry)
+            if parsed is None:
+                continue
+            key = parsed
+            if key in self._logs:
+                continue
+            cfg = None
+            if callable(configs):
+                cfg = configs(key[0])
+            elif configs is not None:
+                cfg = configs.get(key[0])
+            plog = PartitionLog.open(p, cfg or self.default_config, clock=self._clock)
+            with self._lock:
+                self._logs[key] = plog
+        with self._lock:
+            return dict(self._logs)
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> dict[tuple[str, int], PartitionLog]:
+        with self._lock:
+            return dict(self._logs)
+
+    def create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        """Open (creating the directory if needed) the log of a partition.
+
+        Returns the already-open log if there is one (its config is updated when
+        ``config`` is given)."""
+        key = (topic, partition)
+        existing = self._logs.get(key)
+        if existing is not None and not existing.closed:
+            if config is not None:
+                existing.update_config(config)
+            return existing
+        path = self.data_dir / partition_dir_name(topic, partition)
+        plog = PartitionLog.open(path, config or self.default_config, clock=self._clock)
+        with self._lock:
+            self._logs[key] = plog
+        return plog
+
+    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        return self.create(topic, partition, config)
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        """Apply a new config to every open partition of ``topic``."""
+        for (t, _p), plog in self.logs().items():
+            if t == topic:
+                plog.update_config(config)
+
+    def delete(self, topic: str, partition: int) -> bool:
+        """Close and remove a partition's log; the directory is renamed first (atomic)
+        and removed right away (or by the maintenance thread if that fails)."""
+        with self._lock:
+            plog = self._logs.pop((topic, partition), None)
+        path = self.data_dir / partition_dir_name(topic, partition)
+        if plog is not None:
+            plog._closing = True  # make a running compaction abort promptly
+        if path.exists():
+            doomed = path.with_name(f"{path.name}.{uuid.uuid4().hex}{_DELETE_SUFFIX}")
+            try:
+                os.rename(path, doomed)
+            except OSError:
+                doomed = path
+        else:
+            doomed = None
+        if plog is not None:
+            # PartitionLog.delete removes plog.path, which no longer exists after the rename
+            plog.delete()
+        if doomed is not None:
+            shutil.rmtree(doomed, ignore_errors=True)
+            if doomed.exists():
+                self._pending_dir_deletes.append(doomed)
+        return plog is not None or doomed is not None
+
+    def delete_topic(self, topic: str) -> int:
+        n = 0
+        for (t, p) in list(self.logs()):
+            if t == topic:
+                self.delete(t, p)
+                n += 1
+        return n
+
+    # ------------------------------------------------------------------ maintenance
+    def run_maintenance_once(self, now_ms: int | None = None) -> None:
+        """flush_if_due + retention + compaction for every open log (errors are logged)."""
+        now = int(self._clock() * 1000) if now_ms is None else now_ms
+        for key, plog in self.logs().items():
+            if self._stop.is_set() and self._thread is not None and threading.current_thread() is self._thread:
+                break
+            if plog.closed:
+                continue
+            try:
+                plog.flush_if_due(now)
+                cfg = plog.config
+                if cfg.delete:
+                    plog.enforce_retention(now)
+                if cfg.compact and plog.needs_compaction(now):
+                    plog.compact(now)
+            except Exception:
+                if not plog.closed:
+                    log.exception("maintenance of %s-%d failed", key[0], key[1])
+        if self._pending_dir_deletes:
+            left = []
+            for p in self._pending_dir_deletes:
+                shutil.rmtree(p, ignore_errors=True)
+                if p.exists():
+                    left.append(p)
+            self._pending_dir_deletes = left
+
+    def start_background(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="kafkalite-log-maintenance", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.maintenance_interval_s):
+            try:
+                self.run_maintenance_once()
+            except Exception:  # pragma: no cover - defensive
+                log.exception("log maintenance iteration failed")
+
+    def stop(self) -> None:
+        """Stop the maintenance thread and close every log cleanly (fsync)."""
+        self._stop.set()
+        for plog in self.logs().values():
+            plog._closing = True  # abort a running compaction quickly
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        with self._lock:
+            logs = list(self._logs.values())
+            self._logs.clear()
+        for plog in logs:
+            try:
+                plog.close()
+            except Exception:
+                log.exception("closing %s failed", plog.path)

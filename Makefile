@@ -26,7 +26,7 @@ bench: install
 	$(BIN)/python -m bench.run
 
 lint: install
-	$(BIN)/python -m compileall -q broker protocol storage bench tests
+	$(BIN)/ruff check broker protocol storage bench tests
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -223,7 +223,7 @@ class Cluster:
             p.waiters.add(fut)
         try:
             await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             for p in partitions:

@@ -48,7 +48,7 @@ class BrokerConfig:
         return cfg
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> "BrokerConfig":
+    def from_env(cls, environ: dict[str, str] | None = None) -> BrokerConfig:
         """Defaults overridden by any ``KAFKALITE_<FIELD>`` variable."""
         environ = os.environ if environ is None else environ
         cfg = cls()

@@ -44,7 +44,7 @@ __all__ = [
     "response_class",
 ]
 
-_UTC = datetime.timezone.utc
+_UTC = datetime.UTC
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

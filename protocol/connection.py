@@ -27,6 +27,18 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
 
+CONTROLLED_SHUTDOWN = 7
+
+
+def request_header_version(api_key: int, api_version: int, flexible: bool) -> int:
+    """Kafka's rule: v2 for flexible versions, v0 only for ControlledShutdown v0, else v1."""
+    if flexible:
+        return 2
+    if api_key == CONTROLLED_SHUTDOWN and api_version == 0:
+        return 0
+    return 1
+
+
 class ProtocolError(Exception):
     """The stream is unusable; close the connection."""
 
@@ -90,13 +102,17 @@ class ServerConnection:
             cls = request_class(api_key, version)
         except UnknownEntity as exc:
             raise ProtocolError(f"no schema for API {api_key} v{version}") from exc
-        header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
+        header_version = request_header_version(api_key, version, cls.__flexible__)
         try:
-            header, pos = decode(header_cls, frame, 0)
+            if header_version == 0:  # api key, version and correlation id only
+                client_id, pos = None, _HEAD.size
+            else:
+                header, pos = decode(RequestHeaderV2 if header_version == 2 else RequestHeaderV1, frame, 0)
+                client_id = header.client_id
             body, _ = decode(cls, frame, pos)  # trailing bytes are ignored, as Kafka does
         except DecodeError as exc:
             raise ProtocolError(f"malformed API {api_key} v{version} request: {exc}") from exc
-        return Request(api_key, version, correlation_id, header.client_id, body, len(frame))
+        return Request(api_key, version, correlation_id, client_id, body, len(frame))
 
     @staticmethod
     def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:

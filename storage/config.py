@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 __all__ = ["LogConfig", "KAFKA_TOPIC_DEFAULTS", "CLEANUP_POLICIES", "FSYNC_POLICIES"]
 
@@ -243,7 +243,7 @@ class LogConfig:
 
     # -------------------------------------------------------------- kafka names
     @classmethod
-    def from_kafka(cls, configs: Mapping[str, str | None], base: "LogConfig | None" = None) -> "LogConfig":
+    def from_kafka(cls, configs: Mapping[str, str | None], base: LogConfig | None = None) -> LogConfig:
         """Return ``base`` (default: Kafka defaults) overridden by Kafka-named ``configs``.
 
         A ``None`` value resets the entry to ``base``'s value (IncrementalAlterConfigs

@@ -58,7 +58,7 @@ class OffsetIndex:
         self.max_entries = max(1, max_entries)
 
     @classmethod
-    def for_index_bytes(cls, segment_index_bytes: int) -> "OffsetIndex":
+    def for_index_bytes(cls, segment_index_bytes: int) -> OffsetIndex:
         return cls(segment_index_bytes // cls.ENTRY_SIZE)
 
     def __len__(self) -> int:
@@ -111,7 +111,7 @@ class OffsetIndex:
         return flat.tobytes()
 
     @classmethod
-    def from_bytes(cls, data: bytes, max_entries: int, log_size: int) -> "OffsetIndex | None":
+    def from_bytes(cls, data: bytes, max_entries: int, log_size: int) -> OffsetIndex | None:
         if len(data) % cls.ENTRY_SIZE:
             return None
         n = len(data) // cls.ENTRY_SIZE
@@ -133,7 +133,7 @@ class OffsetIndex:
         write_file_atomic(path, self.to_bytes(), fsync=fsync)
 
     @classmethod
-    def load(cls, path: Path, max_entries: int, log_size: int) -> "OffsetIndex | None":
+    def load(cls, path: Path, max_entries: int, log_size: int) -> OffsetIndex | None:
         try:
             data = path.read_bytes()
         except FileNotFoundError:
@@ -151,7 +151,7 @@ class TimeIndex:
         self.max_entries = max(1, max_entries)
 
     @classmethod
-    def for_index_bytes(cls, segment_index_bytes: int) -> "TimeIndex":
+    def for_index_bytes(cls, segment_index_bytes: int) -> TimeIndex:
         return cls(segment_index_bytes // cls.ENTRY_SIZE)
 
     def __len__(self) -> int:
@@ -199,7 +199,7 @@ class TimeIndex:
         return struct.pack(">" + "qI" * n, *flat)
 
     @classmethod
-    def from_bytes(cls, data: bytes, max_entries: int) -> "TimeIndex | None":
+    def from_bytes(cls, data: bytes, max_entries: int) -> TimeIndex | None:
         if len(data) % cls.ENTRY_SIZE:
             return None
         n = len(data) // cls.ENTRY_SIZE
@@ -219,7 +219,7 @@ class TimeIndex:
         write_file_atomic(path, self.to_bytes(), fsync=fsync)
 
     @classmethod
-    def load(cls, path: Path, max_entries: int) -> "TimeIndex | None":
+    def load(cls, path: Path, max_entries: int) -> TimeIndex | None:
         try:
             data = path.read_bytes()
         except FileNotFoundError:

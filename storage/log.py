@@ -49,7 +49,7 @@ import time
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from protocol.records import (
     BatchHeader,
@@ -160,7 +160,7 @@ class PartitionLog:
         self._crash_hook: Callable[[str], None] | None = None  # tests only
 
     @classmethod
-    def open(cls, path: Path, config: LogConfig, *, clock: Callable[[], float] = time.time) -> "PartitionLog":
+    def open(cls, path: Path, config: LogConfig, *, clock: Callable[[], float] = time.time) -> PartitionLog:
         """Open (creating if needed) and recover the log in ``path``."""
         self = cls(path, config, clock)
         self.path.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ import os
 import struct
 import threading
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from protocol.records import HEADER_SIZE, BatchHeader, iter_records, read_header, scan_valid_prefix
 
@@ -179,7 +179,7 @@ class Segment:
 
     # ------------------------------------------------------------------ creation
     @classmethod
-    def create(cls, directory: Path, base_offset: int, index_bytes: int, index_interval: int, *, path: Path | None = None) -> "Segment":
+    def create(cls, directory: Path, base_offset: int, index_bytes: int, index_interval: int, *, path: Path | None = None) -> Segment:
         """Create a new empty segment file (truncating any stale file of that name).
 
         With ``path`` the data goes to that (temporary) file instead of ``<base>.log``
@@ -207,7 +207,7 @@ class Segment:
         index_interval: int,
         *,
         full_scan: bool,
-    ) -> tuple["Segment", int | None]:
+    ) -> tuple[Segment, int | None]:
         """Open an existing segment.
 
         With ``full_scan`` (active segment, or missing/invalid index files) every

@@ -28,7 +28,7 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> "BrokerProcess":
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
         args = [sys.executable, "-m", "broker", "serve", "--host", "127.0.0.1", "--data-dir", str(self.data_dir)]
         # the same port again on restart, so clients reconnect
         args += ["--port", str(self.port or 0), *self.extra]
@@ -66,7 +66,7 @@ class BrokerProcess:
             self.proc.wait()
             self.proc = None
 
-    def restart(self) -> "BrokerProcess":
+    def restart(self) -> BrokerProcess:
         self.stop()
         return self.start()
 

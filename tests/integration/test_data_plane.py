@@ -102,13 +102,13 @@ def test_kill9_during_produce_keeps_every_acknowledged_record(tmp_path, client_c
                     continue
                 # within a partition, offsets follow produce order
                 per_part = defaultdict(list)
-                for partition, key, value in records:
+                for partition, _key, value in records:
                     per_part[partition].append(value)
                 got = defaultdict(list)
                 for partition, offset in offsets:
                     got[partition].append(offset)
                 for partition, values in per_part.items():
-                    for offset, value in zip(sorted(got[partition]), values):
+                    for offset, value in zip(sorted(got[partition]), values, strict=True):
                         acked[(partition, offset)] = value
                 batch += 1
                 if batch >= 3:

@@ -84,6 +84,22 @@ def test_trailing_bytes_after_body_are_ignored():
     assert event.body.topics is None
 
 
+def test_request_header_versions():
+    from protocol.connection import request_header_version
+
+    assert request_header_version(7, 0, False) == 0  # ControlledShutdown v0
+    assert request_header_version(7, 1, False) == 1
+    assert request_header_version(3, 8, False) == 1
+    assert request_header_version(3, 9, True) == 2
+
+
+def test_header_v1_client_id_null():
+    header = RequestHeaderV1(request_api_key=3, request_api_version=1, correlation_id=3, client_id=None)
+    body = build(request_class(3, 1), {"topics": None})
+    [event] = ServerConnection(SUPPORTED).receive_data(frame_request(header, body))
+    assert event.client_id is None and event.body.topics is None
+
+
 def test_unsupported_version_is_an_event_not_an_error():
     header = RequestHeaderV1(request_api_key=0, request_api_version=2, correlation_id=5, client_id="old")
     frame = encode(header) + b"\x00" * 10

@@ -66,7 +66,7 @@ def read_all(plog: PartitionLog, start: int | None = None, max_bytes: int = 1 <<
         data = plog.read(offset, max_bytes)
         assert len(data) > 0
         batches = split_batches(data)
-        for hdr, b in batches:
+        for _hdr, b in batches:
             for r in iter_records(b):
                 if r.offset >= offset:
                     out.append(r)
@@ -290,7 +290,7 @@ def test_recovery_truncates_torn_tail(tmp_path, damage):
 def test_recovery_of_corrupt_middle_segment_drops_later_segments(tmp_path):
     path = tmp_path / "t-0"
     plog = open_log(path, segment_bytes=400)
-    for i in range(20):
+    for _ in range(20):
         plog.append([mk(1)])
     # crash without close: rolled segments have no persisted index -> they get fully checked
     logs = seg_files(path, ".log")
@@ -405,7 +405,7 @@ def test_retention_by_time(tmp_path):
     for i in range(12):
         plog.append([mk(1, ts=now - 20_000 + i)])  # old
     old_end = plog.log_end_offset
-    for i in range(6):
+    for _ in range(6):
         plog.append([mk(1, ts=now)])  # fresh
     deleted = plog.enforce_retention(now)
     assert deleted > 0

@@ -34,6 +34,15 @@ def _parser() -> argparse.ArgumentParser:
         help="create unknown topics on Metadata (KAFKALITE_AUTO_CREATE_TOPICS, default true)",
     )
     s.add_argument("--max-frame-bytes", type=int, help="largest request accepted (KAFKALITE_MAX_FRAME_BYTES, default 100 MiB)")
+    g = s.add_argument_group("group coordinator")
+    g.add_argument("--group-initial-rebalance-delay-ms", type=int, help="group.initial.rebalance.delay.ms (KAFKALITE_GROUP_INITIAL_REBALANCE_DELAY_MS, default 0)")
+    g.add_argument("--offsets-topic-num-partitions", type=int, help="partitions of __consumer_offsets when first created (KAFKALITE_OFFSETS_TOPIC_NUM_PARTITIONS, default 50)")
+    g.add_argument("--group-min-session-timeout-ms", type=int, help="KAFKALITE_GROUP_MIN_SESSION_TIMEOUT_MS, default 6000")
+    g.add_argument("--group-max-session-timeout-ms", type=int, help="KAFKALITE_GROUP_MAX_SESSION_TIMEOUT_MS, default 1800000")
+    g.add_argument("--group-max-size", type=int, help="KAFKALITE_GROUP_MAX_SIZE, default unlimited")
+    g.add_argument("--offsets-retention-minutes", type=int, help="KAFKALITE_OFFSETS_RETENTION_MINUTES, default 10080 (7 days)")
+    g.add_argument("--offsets-retention-check-interval-ms", type=int, help="KAFKALITE_OFFSETS_RETENTION_CHECK_INTERVAL_MS, default 600000")
+    g.add_argument("--group-coordinator-append-linger-ms", type=int, help="how long coordinator writes wait to share a batch (KAFKALITE_GROUP_COORDINATOR_APPEND_LINGER_MS, default 5)")
     return p
 
 

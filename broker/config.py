@@ -30,6 +30,16 @@ class BrokerConfig:
     num_partitions: int = 1
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     maintenance_interval_ms: int = 1000
+    # group coordinator (Kafka names: the same with dots)
+    offsets_topic_num_partitions: int = 50
+    group_initial_rebalance_delay_ms: int = 0
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 2**31 - 1
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
+    group_coordinator_append_linger_ms: int = 5
     log_defaults: LogConfig = field(default_factory=LogConfig)
 
     # ----------------------------------------------------------------
@@ -40,6 +50,21 @@ class BrokerConfig:
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
         return host, self.advertised_port or self.port
+
+    def group_config(self):
+        from .coordinator.common import GroupConfig
+
+        return GroupConfig(
+            offsets_topic_num_partitions=self.offsets_topic_num_partitions,
+            offsets_retention_ms=self.offsets_retention_minutes * 60_000,
+            offsets_retention_check_interval_ms=self.offsets_retention_check_interval_ms,
+            offset_metadata_max_bytes=self.offset_metadata_max_bytes,
+            group_min_session_timeout_ms=self.group_min_session_timeout_ms,
+            group_max_session_timeout_ms=self.group_max_session_timeout_ms,
+            group_initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms,
+            group_max_size=self.group_max_size,
+            append_linger_ms=self.group_coordinator_append_linger_ms,
+        )
 
     def effective_log_defaults(self) -> LogConfig:
         cfg = LogConfig(**{f.name: getattr(self.log_defaults, f.name) for f in fields(LogConfig)})

@@ -21,6 +21,7 @@ from protocol.errors import ErrorCode
 
 from .cluster import Cluster
 from .config import BrokerConfig
+from .coordinator.service import GroupCoordinator
 from .handlers import HANDLERS, RequestContext, supported_versions
 from .logs import get_logger
 
@@ -41,6 +42,7 @@ class Broker:
             node_id=config.node_id,
             maintenance_interval_s=config.maintenance_interval_ms / 1000,
         )
+        self.coordinator = GroupCoordinator(self.cluster, config.group_config(), fsync_always=config.fsync == "always")
         self.supported = supported_versions()
         self.server: asyncio.AbstractServer | None = None
         self.connections: set[KafkaConnection] = set()
@@ -53,6 +55,7 @@ class Broker:
     async def start(self) -> None:
         self.cluster.load()
         self.cluster.logs.start_background()
+        self.coordinator.start()
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(
             lambda: KafkaConnection(self), self.config.host, self.config.port, reuse_address=True
@@ -76,6 +79,7 @@ class Broker:
             await asyncio.wait(pending, timeout=5)
         for conn in list(self.connections):
             conn.close()
+        self.coordinator.stop()
         self.cluster.close()
         log.info("stopped")
 

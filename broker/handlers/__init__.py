@@ -28,6 +28,17 @@ _MODULES = (
     "describe_configs",
     "create_partitions",
     "describe_cluster",
+    "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "offset_fetch",
+    "offset_delete",
+    "describe_groups",
+    "list_groups",
+    "delete_groups",
 )
 
 HANDLERS: dict[int, Any] = {}

@@ -39,6 +39,8 @@ def produce_partition(ctx, topic, index: int, records) -> dict:
     if topic is None or not 0 <= index < len(topic.partitions):
         return _error(index, ErrorCode.unknown_topic_or_partition)
     part = topic.partitions[index]
+    if topic.internal:
+        return _error(index, ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic.name}")
     if not records:
         return _error(index, ErrorCode.invalid_record, "no record batch in the request")
     try:

@@ -1,0 +1,1 @@
+"""Benchmarks for kafkalite (``make bench`` runs ``python -m bench.run``)."""

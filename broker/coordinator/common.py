@@ -1,0 +1,110 @@
+"""Pieces shared by the coordinator's shard logic and its runtime."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.errors import ErrorCode
+
+
+@dataclass
+class GroupConfig:
+    """Kafka 4.1's group coordinator settings (names in comments)."""
+
+    offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions
+    offsets_topic_segment_bytes: int = 104857600  # offsets.topic.segment.bytes
+    offsets_retention_ms: int = 10080 * 60_000  # offsets.retention.minutes
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
+    offsets_commit_timeout_ms: int = 5000  # offsets.commit.timeout.ms
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    group_min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
+    group_max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    group_initial_rebalance_delay_ms: int = 0  # group.initial.rebalance.delay.ms (Kafka: 3000)
+    group_max_size: int = 2**31 - 1  # group.max.size
+    new_member_join_timeout_ms: int = 300_000  # internal constant in Kafka
+    append_linger_ms: int = 5  # group.coordinator.append.linger.ms
+
+
+@dataclass
+class Result:
+    """What a shard operation hands back to the runtime.
+
+    ``records`` are (key bytes, value bytes or None) for ``__consumer_offsets``.
+    ``replay`` says whether the runtime applies them to the shard's state as it
+    writes them (offset records); classic-group code mutates its groups itself
+    and writes records only to persist them, as Kafka does.
+    ``response`` is a value, or a future the group logic resolves later (a
+    parked JoinGroup or SyncGroup). A plain value is released only once every
+    record written so far by the shard is durable.
+    ``on_commit`` runs once the records are durable; ``on_failure(error)`` if the
+    append failed.
+    """
+
+    records: list[tuple[bytes, bytes | None]] = field(default_factory=list)
+    response: Any = None
+    replay: bool = False
+    on_commit: Callable[[], None] | None = None
+    on_failure: Callable[[ErrorCode], None] | None = None
+
+
+class CoordinatorError(Exception):
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or code.name)
+        self.code = code
+
+
+class Timers:
+    """Keyed one-shot timers on an injected clock, fired by ``fire_due``.
+
+    Scheduling a key again replaces the previous timer; a cancelled timer
+    never fires. The runtime calls ``fire_due`` from the shard's own event
+    loop; tests call it after moving a manual clock.
+    """
+
+    def __init__(self, clock_ms: Callable[[], int]) -> None:
+        self.clock_ms = clock_ms
+        self._heap: list[tuple[int, int, str]] = []
+        self._live: dict[str, tuple[int, Callable[[], Any]]] = {}
+        self._seq = itertools.count()
+        self.on_change: Callable[[int], None] | None = None
+
+    def schedule(self, key: str, delay_ms: int, fn: Callable[[], Any]) -> None:
+        deadline = self.clock_ms() + max(delay_ms, 0)
+        seq = next(self._seq)
+        self._live[key] = (seq, fn)
+        heapq.heappush(self._heap, (deadline, seq, key))
+        if self.on_change is not None and self._heap[0][1] == seq:
+            self.on_change(deadline)
+
+    def cancel(self, key: str) -> None:
+        self._live.pop(key, None)
+
+    def is_scheduled(self, key: str) -> bool:
+        return key in self._live
+
+    def next_deadline(self) -> int | None:
+        heap = self._heap
+        while heap and self._live.get(heap[0][2], (None,))[0] != heap[0][1]:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def fire_due(self) -> list[Any]:
+        """Run every timer whose deadline has passed; returns their results."""
+        now = self.clock_ms()
+        out = []
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            _, seq, key = heapq.heappop(heap)
+            live = self._live.get(key)
+            if live is None or live[0] != seq:
+                continue
+            del self._live[key]
+            out.append(live[1]())
+        return out
+
+    def __len__(self) -> int:
+        return len(self._live)

@@ -1,0 +1,121 @@
+"""Committed offsets: OffsetCommit validation, OffsetFetch, OffsetDelete, expiry.
+
+Offsets change only through OffsetCommit records: the write path replays them
+into ``latest`` at once (so later writes see them), and into ``committed``
+when the batch holding them is durable. Reads without ``require_stable`` use
+``committed``, so they never see a write that could still be lost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.errors import ErrorCode
+from protocol.group_records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+
+from .classic_group import COMPLETING_REBALANCE, DEAD, EMPTY, STABLE, ClassicGroup
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class CommitPartition:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+def java_length(s: str) -> int:
+    """String.length() in Java: UTF-16 code units."""
+    if s.isascii():
+        return len(s)
+    return len(s.encode("utf-16-le")) // 2
+
+
+class OffsetStore:
+    __slots__ = ("latest", "committed")
+
+    def __init__(self) -> None:
+        self.latest: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
+        self.committed: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
+
+    @staticmethod
+    def _apply(view: dict, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        if value is None:
+            offsets = view.get(key.group)
+            if offsets is not None:
+                offsets.pop((key.topic, key.partition), None)
+                if not offsets:
+                    del view[key.group]
+        else:
+            view.setdefault(key.group, {})[(key.topic, key.partition)] = value
+
+    def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        self._apply(self.latest, key, value)
+
+    def commit(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        self._apply(self.committed, key, value)
+
+    def sync_committed(self) -> None:
+        """After a load: what was replayed is what is durable."""
+        self.committed = {g: dict(offsets) for g, offsets in self.latest.items()}
+
+    def has_offsets(self, group_id: str) -> bool:
+        return bool(self.latest.get(group_id))
+
+    def count(self) -> int:
+        return sum(len(v) for v in self.latest.values())
+
+
+def offset_record(group_id: str, topic: str, partition: int, value: OffsetCommitValue | None) -> tuple[bytes, bytes | None]:
+    key = encode_key(OffsetCommitKey(group_id, topic, partition))
+    return key, (None if value is None else encode_value(value))
+
+
+def validate_commit(classic, group: ClassicGroup | None, *, version: int, generation: int, member_id: str, instance_id: str | None) -> ErrorCode | None:
+    """Kafka's OffsetCommit validation matrix for classic groups (None = accept)."""
+    if group is None:
+        if generation < 0:
+            return None  # a "simple" group is created by the caller
+        return ErrorCode.group_id_not_found if version >= 9 else ErrorCode.illegal_generation
+    if group.state == DEAD:
+        return ErrorCode.coordinator_not_available
+    if generation >= 0 or member_id or instance_id is not None:
+        error = classic.validate_member(group, member_id, instance_id)
+        if error is not None:
+            return error
+        if generation != group.generation:
+            return ErrorCode.illegal_generation
+    elif group.state != EMPTY:
+        return ErrorCode.unknown_member_id
+    if group.state == COMPLETING_REBALANCE:
+        return ErrorCode.rebalance_in_progress
+    return None
+
+
+def expired_offsets(group: ClassicGroup | None, offsets: dict[TopicPartition, OffsetCommitValue], now_ms: int, retention_ms: int) -> list[TopicPartition]:
+    """KIP-211 / KIP-496 expiry for one classic group's offsets."""
+    if group is None:
+        return []
+    subscribed: frozenset[str] | None = frozenset()
+    if group.protocol_type:
+        if group.state == EMPTY:
+            base_of = (lambda v: group.state_timestamp if group.state_timestamp >= 0 else v.commit_timestamp)  # noqa: E731
+        elif group.state == STABLE and group.protocol_type == "consumer" and (subscribed := group.subscribed_topics()) is not None:
+            base_of = (lambda v: v.commit_timestamp)  # noqa: E731
+        else:
+            return []
+    else:
+        base_of = (lambda v: v.commit_timestamp)  # noqa: E731
+    out = []
+    for tp, value in offsets.items():
+        if subscribed and tp[0] in subscribed:
+            continue
+        if value.expire_timestamp >= 0:
+            if now_ms >= value.expire_timestamp:
+                out.append(tp)
+        elif now_ms - base_of(value) >= retention_ms:
+            out.append(tp)
+    return out

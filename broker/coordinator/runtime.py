@@ -1,0 +1,224 @@
+"""The coordinator runtime: shards on ``__consumer_offsets``, write-then-respond.
+
+Each partition of ``__consumer_offsets`` is one shard with a single writer
+(the event loop). A write operation runs against the shard's latest state and
+returns a ``Result``; the runtime replays its records if asked, adds them to
+the shard's pending batch (flushed after ``append_linger_ms``, so a commit
+storm costs one append per batch), and releases the response only when the
+batch is durable under the broker's fsync policy. A failed append reloads the
+shard from its log, which is the last durable state, and fails the waiting
+requests with Kafka's translated error. Timers fire on the same loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from protocol.errors import ErrorCode
+from protocol.records import Record, build_batch, iter_records, split_batches
+
+from .common import CoordinatorError, GroupConfig, Result
+from .shard import GroupShard
+
+LOADING, ACTIVE, FAILED = "loading", "active", "failed"
+LOAD_CHUNK_BYTES = 5 * 1024 * 1024  # offsets.load.buffer.size
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ShardRuntime:
+    def __init__(self, index: int, partition, config: GroupConfig, *, fsync_always: bool, log, clock_ms: Callable[[], int] = _now_ms) -> None:
+        self.index = index
+        self.partition = partition  # broker.cluster.Partition of __consumer_offsets
+        self.config = config
+        self.fsync_always = fsync_always
+        self.log = log.bind(shard=index)
+        self.clock_ms = clock_ms
+        self.loop = asyncio.get_running_loop()
+        self.state = LOADING
+        self.shard = self._new_shard()
+        self._pending: list[Result] = []
+        self._pending_records: list[tuple[bytes, bytes | None]] = []
+        self._batch_future: asyncio.Future | None = None
+        self._flush_handle: asyncio.TimerHandle | None = None
+        self._timer_handle: asyncio.TimerHandle | None = None
+        self.load_stats: dict = {}
+
+    def _new_shard(self) -> GroupShard:
+        shard = GroupShard(self.index, self.config, self.clock_ms, self.log, self.loop.create_future, self.submit)
+        shard.timers.on_change = self._arm_timer
+        return shard
+
+    # ================================================================ loading
+    async def load(self) -> None:
+        """Replay the partition's log, yielding to the loop between chunks."""
+        t0 = time.perf_counter()
+        self.state = LOADING
+        plog = self.partition.log
+        shard = self.shard
+        offset = plog.log_start_offset
+        records = 0
+        while offset < plog.log_end_offset:
+            data = plog.read(offset, LOAD_CHUNK_BYTES)
+            if not data:
+                break
+            for header, batch in split_batches(data, verify_crc=False):
+                if header.last_offset < offset:
+                    continue
+                offset = header.last_offset + 1
+                if header.is_control:
+                    continue
+                for rec in iter_records(batch):
+                    if rec.key is not None:
+                        shard.replay_bytes(rec.key, rec.value)
+                        records += 1
+            await asyncio.sleep(0)
+        self._activate()
+        elapsed = time.perf_counter() - t0
+        self.load_stats = {"records": records, "seconds": elapsed}
+        if records:
+            self.log.info(
+                "shard loaded",
+                records=records,
+                groups=len(shard.groups),
+                offsets=shard.offsets.count(),
+                load_ms=round(elapsed * 1000, 1),
+                skipped=shard.skipped_records,
+            )
+
+    def _activate(self) -> None:
+        out = self.shard.on_loaded()
+        self.state = ACTIVE
+        self._submit_records(out)
+        self._arm_timer(self.shard.timers.next_deadline())
+
+    # ================================================================ operations
+    async def write(self, op: Callable[[GroupShard], Result]):
+        """Run a write operation; answer once its records (and earlier ones) are durable."""
+        self._check_active()
+        result = op(self.shard)
+        waiter = self.submit(result)
+        response = result.response
+        if isinstance(response, asyncio.Future):
+            return await response
+        if waiter is not None:
+            await waiter
+        return response
+
+    async def read(self, op: Callable[[GroupShard], object]):
+        """A read sees committed state: it needs no waiting."""
+        self._check_active()
+        return op(self.shard)
+
+    async def barrier(self) -> None:
+        """Wait until everything written so far is durable (require_stable reads)."""
+        self._check_active()
+        if self._batch_future is not None:
+            await self._batch_future
+
+    def _check_active(self) -> None:
+        if self.state == LOADING:
+            raise CoordinatorError(ErrorCode.coordinator_load_in_progress)
+        if self.state != ACTIVE:
+            raise CoordinatorError(ErrorCode.not_coordinator)
+
+    def submit(self, result: Result) -> asyncio.Future | None:
+        """Queue a result's records; returns the future of the batch they (or earlier writes) ride in."""
+        if result.records:
+            if result.replay:
+                for key, value in result.records:
+                    self.shard.replay_bytes(key, value)
+            self._pending.append(result)
+            self._pending_records.extend(result.records)
+            if self._batch_future is None:
+                self._batch_future = self.loop.create_future()
+            if self._flush_handle is None:
+                self._flush_handle = self.loop.call_later(self.config.append_linger_ms / 1000, self._flush)
+        return self._batch_future
+
+    def _submit_records(self, records: list) -> None:
+        if records:
+            self.submit(Result(records=records))
+
+    def _flush(self) -> None:
+        self._flush_handle = None
+        results, records, fut = self._pending, self._pending_records, self._batch_future
+        self._pending, self._pending_records, self._batch_future = [], [], None
+        if not records:
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+            return
+        now = self.clock_ms()
+        try:
+            batch = build_batch([Record(offset=i, timestamp=now, key=k, value=v) for i, (k, v) in enumerate(records)])
+            [(header, view)] = split_batches(batch)
+            self.partition.log.append([(header, view)], leader_epoch=0)
+            if self.fsync_always:
+                self.partition.log.flush()
+        except Exception as exc:  # noqa: BLE001 - any storage failure
+            self._fail_batch(results, fut, exc)
+            return
+        for result in results:
+            if result.replay:
+                for key, value in result.records:
+                    self.shard.commit_bytes(key, value)
+        for result in results:
+            if result.on_commit is not None:
+                try:
+                    result.on_commit()
+                except Exception:  # noqa: BLE001 - a callback bug must not stall the shard
+                    self.log.exception("commit callback failed")
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def _fail_batch(self, results: list[Result], fut, exc: Exception) -> None:
+        error = ErrorCode.not_coordinator if isinstance(exc, OSError) else ErrorCode.unknown_server_error
+        self.log.error("coordinator append failed; reloading shard from its log", error=str(exc), translated=error.name)
+        for result in results:
+            if result.on_failure is not None:
+                try:
+                    result.on_failure(error)
+                except Exception:  # noqa: BLE001
+                    self.log.exception("failure callback failed")
+        if fut is not None and not fut.done():
+            fut.set_exception(CoordinatorError(error, str(exc)))
+            fut.exception()  # mark retrieved: waiters get it, nobody else must
+        self.shard.reset()
+        self.shard = self._new_shard()
+        self.state = LOADING
+        self.loop.create_task(self.load())
+
+    # ================================================================ timers
+    def _arm_timer(self, deadline: int | None) -> None:
+        if deadline is None:
+            return
+        if self._timer_handle is not None:
+            if self._timer_handle.when() <= self.loop.time() + max(deadline - self.clock_ms(), 0) / 1000:
+                return
+            self._timer_handle.cancel()
+        delay = max(deadline - self.clock_ms(), 0) / 1000
+        self._timer_handle = self.loop.call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer_handle = None
+        if self.state != ACTIVE:
+            return
+        try:
+            records = self.shard.fire_timers()
+        except Exception:  # noqa: BLE001
+            self.log.exception("timer failed")
+            records = []
+        self._submit_records(records)
+        self._arm_timer(self.shard.timers.next_deadline())
+
+    def close(self) -> None:
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush()
+        if self._timer_handle is not None:
+            self._timer_handle.cancel()
+        self.state = FAILED

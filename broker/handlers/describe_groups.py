@@ -1,0 +1,60 @@
+"""DescribeGroups (15), v0-6.
+
+A Stable group shows its protocol and each member's metadata and assignment;
+other states show no protocol data and members without metadata (but with
+their last assignment, as Kafka 4.1 does). An unknown group is reported Dead
+with no error up to v5, and GROUP_ID_NOT_FOUND from v6 (KIP-1043).
+"""
+
+from protocol.errors import ErrorCode
+
+from ..coordinator.classic_group import STABLE
+from ..coordinator.common import CoordinatorError
+from ._groups import coordinator
+
+API_KEY = 15
+NAME = "DescribeGroups"
+VERSIONS = (0, 6)
+_UNKNOWN_OPS = -(2**31)
+
+
+def describe(group_id: str, group, version: int) -> dict:
+    if group is None:
+        entry = {"group_id": group_id, "group_state": "Dead", "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": _UNKNOWN_OPS}
+        if version >= 6:
+            return {**entry, "error_code": ErrorCode.group_id_not_found, "error_message": f"Group {group_id} not found."}
+        return {**entry, "error_code": ErrorCode.none, "error_message": None}
+    stable = group.state == STABLE
+    return {
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "group_id": group_id,
+        "group_state": group.state,
+        "protocol_type": group.protocol_type or "",
+        "protocol_data": (group.protocol_name or "") if stable else "",
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "member_metadata": m.metadata(group.protocol_name) if stable else b"",
+                "member_assignment": m.assignment,
+            }
+            for m in group.members.values()
+        ],
+        "authorized_operations": _UNKNOWN_OPS,
+    }
+
+
+async def handle(ctx, req):
+    out = []
+    for group_id in req.groups:
+        try:
+            shard = coordinator(ctx).shard_for(group_id)
+            group = await shard.read(lambda s, g=group_id: s.describe_group(g))
+        except CoordinatorError as exc:
+            out.append({"group_id": group_id, "error_code": exc.code, "error_message": None, "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})
+            continue
+        out.append(describe(group_id, group, ctx.version))
+    return {"throttle_time": 0, "groups": out}

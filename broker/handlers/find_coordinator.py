@@ -1,0 +1,29 @@
+"""FindCoordinator (10), v0-6.
+
+This broker coordinates every group (and would every transaction): the
+answer is always this node, for any key of type GROUP (0) or TRANSACTION (1).
+v4+ batch keys. SHARE keys (2) need v6 and are not served: INVALID_REQUEST.
+"""
+
+from protocol.errors import ErrorCode
+
+API_KEY = 10
+NAME = "FindCoordinator"
+VERSIONS = (0, 6)
+GROUP, TRANSACTION = 0, 1
+
+
+def _answer(ctx, key: str, key_type: int) -> dict:
+    host, port = ctx.broker.advertised
+    if key_type not in (GROUP, TRANSACTION):
+        return {"key": key, "error_code": ErrorCode.invalid_request, "error_message": f"key type {key_type} is not served", "node_id": -1, "host": "", "port": -1}
+    if key_type == GROUP and not key and ctx.version < 4:
+        return {"key": key, "error_code": ErrorCode.invalid_request, "error_message": "empty group id", "node_id": -1, "host": "", "port": -1}
+    return {"key": key, "error_code": ErrorCode.none, "error_message": None, "node_id": ctx.cluster.node_id, "host": host, "port": port}
+
+
+async def handle(ctx, req):
+    key_type = getattr(req, "key_type", GROUP)
+    if ctx.version >= 4:
+        return {"throttle_time": 0, "coordinators": [_answer(ctx, key, key_type) for key in req.coordinator_keys]}
+    return {"throttle_time": 0, **_answer(ctx, req.key, key_type)}

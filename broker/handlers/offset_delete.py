@@ -1,0 +1,37 @@
+"""OffsetDelete (47), v0: delete a group's offsets for topics it does not subscribe to."""
+
+from protocol.errors import ErrorCode
+
+from ._groups import on_shard
+
+API_KEY = 47
+NAME = "OffsetDelete"
+VERSIONS = (0, 0)
+
+
+async def handle(ctx, req):
+    if not req.group_id:
+        return {"error_code": ErrorCode.invalid_group_id, "throttle_time": 0, "topics": []}
+    cluster = ctx.cluster
+    unknown = {}
+    wanted = []
+    for t in req.topics:
+        topic = cluster.topics.get(t.name)
+        parts = []
+        for p in t.partitions:
+            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                unknown[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
+            else:
+                parts.append(p.partition_index)
+        wanted.append((t.name, parts))
+    error, body = await on_shard(ctx, req.group_id, "write", lambda shard: shard.offset_delete(req.group_id, wanted))
+    if error is ErrorCode.none:
+        error, answer = body
+        codes = {(t, p): c for t, p, c in answer}
+    else:
+        codes = {}
+    if error is not ErrorCode.none:
+        return {"error_code": error, "throttle_time": 0, "topics": []}
+    codes.update(unknown)
+    topics = [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": codes[(t.name, p.partition_index)]} for p in t.partitions]} for t in req.topics]
+    return {"error_code": ErrorCode.none, "throttle_time": 0, "topics": topics}

@@ -1,0 +1,59 @@
+"""OffsetFetch (9), v1-9: one group (v1-7) or a batch of groups (v8+).
+
+Without ``require_stable`` the answer is read from committed state; with it
+the fetch first waits for the shard's in-flight writes. There are no
+transactions, so UNSTABLE_OFFSET_COMMIT never occurs. An unknown group is
+not an error: its partitions come back with offset -1.
+"""
+
+from protocol.errors import ErrorCode
+
+from ..coordinator.common import CoordinatorError
+from ._groups import coordinator
+
+API_KEY = 9
+NAME = "OffsetFetch"
+VERSIONS = (1, 9)
+
+
+async def fetch_group(ctx, group_id: str, topics, stable: bool):
+    """(error, [topic dicts])."""
+    wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+    try:
+        shard = coordinator(ctx).shard_for(group_id)
+        if stable:
+            await shard.barrier()
+        rows = await shard.read(lambda s: s.offset_fetch(group_id, wanted, stable=stable))
+    except CoordinatorError as exc:
+        return exc.code, []
+    by_topic: dict[str, list] = {}
+    for topic, partition, value in rows:
+        by_topic.setdefault(topic, []).append(
+            {
+                "partition_index": partition,
+                "committed_offset": value.offset if value else -1,
+                "committed_leader_epoch": value.leader_epoch if value else -1,
+                "metadata": value.metadata if value else "",
+                "error_code": ErrorCode.none,
+            }
+        )
+    return ErrorCode.none, [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
+
+
+async def handle(ctx, req):
+    v = ctx.version
+    stable = bool(getattr(req, "require_stable", False))
+    if v >= 8:
+        groups = []
+        for g in req.groups:
+            error, topics = await fetch_group(ctx, g.group_id, g.topics, stable)
+            groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
+        return {"throttle_time": 0, "groups": groups}
+    error, topics = await fetch_group(ctx, req.group_id, req.topics, stable)
+    if v == 1 and error is not ErrorCode.none:
+        # v1 has no top-level error: every partition carries it
+        topics = [
+            {"name": t.name, "partitions": [{"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": error} for p in t.partition_indexes]}
+            for t in req.topics or []
+        ]
+    return {"throttle_time": 0, "topics": topics, "error_code": error}

@@ -1,0 +1,37 @@
+"""SyncGroup (14), v0-5: the leader's assignment, handed to every member once durable."""
+
+from protocol.errors import ErrorCode
+
+from ._groups import on_shard
+
+API_KEY = 14
+NAME = "SyncGroup"
+VERSIONS = (0, 5)
+
+
+async def handle(ctx, req):
+    def fail(code):
+        return {"throttle_time": 0, "error_code": code, "assignment": b"", "protocol_type": None, "protocol_name": None}
+
+    if ctx.version >= 5 and (req.protocol_type is None or req.protocol_name is None):
+        return fail(ErrorCode.inconsistent_group_protocol)
+    if not req.group_id:
+        return fail(ErrorCode.invalid_group_id)
+    assignments = {a.member_id: a.assignment for a in req.assignments}
+    error, body = await on_shard(
+        ctx,
+        req.group_id,
+        "write",
+        lambda shard: shard.classic.sync(
+            req.group_id,
+            req.generation_id,
+            req.member_id,
+            getattr(req, "group_instance_id", None),
+            getattr(req, "protocol_type", None),
+            getattr(req, "protocol_name", None),
+            assignments,
+        ),
+    )
+    if error is not ErrorCode.none:
+        return fail(error)
+    return {"throttle_time": 0, **body}

@@ -424,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", type=Path, default=DOC, help="where to write the report")
     args = ap.parse_args(argv)
 
-    started = dt.datetime.now(dt.timezone.utc)
+    started = dt.datetime.now(dt.UTC)
     t0 = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="kafkalite-bench-"))
     try:

@@ -39,7 +39,7 @@ class Broker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> "Broker":
+    def start(self, timeout: float = 30.0) -> Broker:
         args = [sys.executable, *self.python_args, "-m", "broker", "serve", "--host", "127.0.0.1", "--port", "0"]
         args += ["--data-dir", str(self.data_dir), *self.extra]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -94,7 +94,7 @@ class Broker:
         self.proc = None
         self._log.close()
 
-    def __enter__(self) -> "Broker":
+    def __enter__(self) -> Broker:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -58,7 +58,15 @@ def config_from_args(argv: list[str] | None = None, environ=None) -> BrokerConfi
     return cfg
 
 
+def _skip_optional_imports() -> None:
+    """kio imports hypothesis (a test tool) whenever it is installed, which
+    costs ~200 ms and ~10 MB; the broker never needs it."""
+    if "hypothesis" not in sys.modules:
+        sys.modules["hypothesis"] = None  # type: ignore[assignment]
+
+
 def main(argv: list[str] | None = None) -> int:
+    _skip_optional_imports()
     try:
         cfg = config_from_args(argv)
     except ValueError as exc:

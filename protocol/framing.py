@@ -60,7 +60,8 @@ class FrameDecoder:
                 pos += 4
             if end - pos < self._need:
                 break
-            frames.append(bytes(buf[pos : pos + self._need]))
+            with memoryview(buf) as view:  # one copy out of the buffer, not two
+                frames.append(bytes(view[pos : pos + self._need]))
             pos += self._need
             self._need = -1
         if pos:

@@ -588,14 +588,21 @@ def _uvarint_bytes(v: int) -> bytes:
 # keys: encode / decode
 
 
+def _key_str(s: str) -> bytes:
+    b = _utf8(s)
+    if len(b) > 0x7FFF:
+        raise ValueError("key string longer than 32767 bytes")
+    return b
+
+
 def _key_group_only(record_type: int, group: str) -> bytes:
-    b = _utf8(group)
+    b = _key_str(group)
     return _I16I16.pack(record_type, len(b)) + b
 
 
 def _key_two_strings(record_type: int, a: str, b: str) -> bytes:
-    ba = _utf8(a)
-    bb = _utf8(b)
+    ba = _key_str(a)
+    bb = _key_str(b)
     return _I16I16.pack(record_type, len(ba)) + ba + _I16.pack(len(bb)) + bb
 
 
@@ -603,8 +610,8 @@ def encode_key(key) -> bytes:
     """Serialize a record key (offset-commit keys always as type 1)."""
     cls = type(key)
     if cls is OffsetCommitKey:
-        g = _utf8(key.group)
-        t = _utf8(key.topic)
+        g = _key_str(key.group)
+        t = _key_str(key.topic)
         return _I16I16.pack(OFFSET_COMMIT, len(g)) + g + _I16.pack(len(t)) + t + _I32.pack(key.partition)
     if cls is GroupMetadataKey:
         return _key_group_only(GROUP_METADATA, key.group)
@@ -674,9 +681,12 @@ def _dec_offset_key(data: bytes, legacy: bool) -> OffsetCommitKey:
     if glen >= 0x8000 or tlen >= 0x8000:  # negative int16
         _fail("non-nullable string is null")
     (partition,) = _I32.unpack_from(data, q)
+    raw_group = data[4:p]
+    raw_topic = data[p + 2 : q]
     key = _new(OffsetCommitKey)
-    _set_group(key, _cached_str(data[4:p]))
-    _set_topic(key, _cached_str(data[p + 2 : q]))
+    # (inlined cache hits; "" is falsy and simply takes the slow call)
+    _set_group(key, _str_cache.get(raw_group) or _cached_str(raw_group))
+    _set_topic(key, _str_cache.get(raw_topic) or _cached_str(raw_topic))
     _set_partition(key, partition)
     _set_legacy(key, legacy)
     if len(_offset_key_cache) >= _CACHE_MAX:
@@ -791,7 +801,7 @@ def _dec_offset_commit(data: bytes, version: int) -> OffsetCommitValue:
             raw = data[q + 3 : q + 19]
             q += 19
             if raw != _ZERO_UUID_BYTES:
-                topic_id = _cached_uuid(raw)
+                topic_id = _uuid_cache.get(raw) or _cached_uuid(raw)
         else:
             r = _Reader(data, q)
             tags = r.tags()
@@ -1041,7 +1051,9 @@ def _dec_cg_member_metadata(r: _Reader) -> ConsumerGroupMemberMetadataValue:
     tags = r.tags()
     if tags and 0 in tags:
         classic = _dec_classic_member_metadata(tags[0])
-    return ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host, topics, regex, rebalance_timeout, assignor, classic)
+    return ConsumerGroupMemberMetadataValue(
+        instance_id, rack_id, client_id, client_host, topics, regex, rebalance_timeout, assignor, classic
+    )
 
 
 def _enc_cg_target_metadata(v: ConsumerGroupTargetAssignmentMetadataValue) -> bytes:

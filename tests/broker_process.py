@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,6 +24,7 @@ class BrokerProcess:
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.stderr_lines: list[str] = []
+        self._stderr_changed = threading.Condition()
 
     @property
     def bootstrap(self) -> str:
@@ -48,7 +50,22 @@ class BrokerProcess:
 
     def _drain_stderr(self, proc) -> None:
         for line in proc.stderr:
-            self.stderr_lines.append(line)
+            with self._stderr_changed:
+                self.stderr_lines.append(line)
+                self._stderr_changed.notify_all()
+
+    def wait_for_log(self, text: str, timeout: float = 60.0, start: int = 0) -> str:
+        """The first stderr line (from line ``start`` on) containing ``text``; waits for it."""
+        deadline = time.monotonic() + timeout
+        with self._stderr_changed:
+            while True:
+                for line in self.stderr_lines[start:]:
+                    if text in line:
+                        return line
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"no log line with {text!r} within {timeout} s")
+                self._stderr_changed.wait(remaining)
 
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM and wait: the graceful path."""

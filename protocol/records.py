@@ -395,6 +395,53 @@ def iter_records(batch) -> Iterator[Record]:
     return _iter_decoded(hdr, data)
 
 
+def iter_key_values(batch) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every record in one batch, skipping everything else.
+
+    The lean path for replaying a compacted log (the coordinator's load): no
+    Record objects, and one-byte varints decoded inline.
+    """
+    mv = _as_view(batch)
+    hdr = read_header(mv)
+    end = hdr.size
+    if hdr.length < MIN_BATCH_LENGTH or end > len(mv):
+        raise CorruptRecordError(f"bad batchLength {hdr.length} for a {len(mv)}-byte buffer")
+    codec = hdr.attributes & COMPRESSION_MASK
+    data = decompress(codec, mv[HEADER_SIZE:end]) if codec else mv[HEADER_SIZE:end].tobytes()
+    varint = _varint
+    pos = 0
+    try:
+        for _ in range(hdr.records_count):
+            rec_len, pos = varint(data, pos)
+            rec_end = pos + rec_len
+            pos += 1  # attributes
+            b = data[pos]  # timestamp delta
+            pos = pos + 1 if b < 0x80 else varint(data, pos)[1]
+            b = data[pos]  # offset delta
+            pos = pos + 1 if b < 0x80 else varint(data, pos)[1]
+            b = data[pos]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                klen, pos = varint(data, pos)
+            if klen < 0:
+                key = None
+            else:
+                key = data[pos : pos + klen]
+                pos += klen
+            b = data[pos]
+            if b < 0x80:
+                vlen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                vlen, pos = varint(data, pos)
+            yield key, (None if vlen < 0 else data[pos : pos + vlen])
+            pos = rec_end
+    except IndexError as exc:
+        raise CorruptRecordError("record data truncated") from exc
+
+
 def _iter_decoded(hdr: BatchHeader, data: bytes) -> Iterator[Record]:
     base_offset = hdr.base_offset
     base_ts = hdr.base_timestamp

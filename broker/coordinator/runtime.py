@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 from protocol.errors import ErrorCode
-from protocol.records import Record, build_batch, iter_records, split_batches
+from protocol.records import Record, build_batch, iter_key_values, split_batches
 
 from .common import CoordinatorError, GroupConfig, Result
 from .shard import GroupShard
@@ -55,13 +55,20 @@ class ShardRuntime:
 
     # ================================================================ loading
     async def load(self) -> None:
-        """Replay the partition's log, yielding to the loop between chunks."""
+        """Replay the partition's log, yielding to the loop between chunks.
+
+        Every record type the coordinator writes is keyed state (the last
+        value of a key wins, a null value deletes it), so the log is first
+        folded to its latest value per key, as compaction would, and only
+        those are decoded and replayed.
+        """
         t0 = time.perf_counter()
         self.state = LOADING
         plog = self.partition.log
         shard = self.shard
         offset = plog.log_start_offset
         records = 0
+        latest: dict[bytes, bytes | None] = {}
         while offset < plog.log_end_offset:
             data = plog.read(offset, LOAD_CHUNK_BYTES)
             if not data:
@@ -72,11 +79,14 @@ class ShardRuntime:
                 offset = header.last_offset + 1
                 if header.is_control:
                     continue
-                for rec in iter_records(batch):
-                    if rec.key is not None:
-                        shard.replay_bytes(rec.key, rec.value)
-                        records += 1
+                before = len(latest)
+                for key, value in iter_key_values(batch):
+                    if key is not None:
+                        latest[key] = value
+                records += header.records_count if header.records_count else len(latest) - before
             await asyncio.sleep(0)
+        for key, value in latest.items():
+            shard.replay_bytes(key, value)
         self._activate()
         elapsed = time.perf_counter() - t0
         self.load_stats = {"records": records, "seconds": elapsed}

@@ -71,15 +71,19 @@ class Broker:
             self.server.close()
         for conn in list(self.connections):
             conn.stop_reading()
+        for c in self.connections:
+            c.draining = True
+        # coordinator writes are flushed; parked JoinGroup/SyncGroup get NOT_COORDINATOR
+        self.coordinator.stop()
+        # long polls are cut short
+        for topic in self.cluster.topics.values():
+            for part in topic.partitions:
+                part.notify()
         pending = [c.task for c in self.connections if c.task is not None]
         if pending:
-            # in-flight writes finish; long polls are cut short
-            for c in self.connections:
-                c.draining = True
             await asyncio.wait(pending, timeout=5)
         for conn in list(self.connections):
             conn.close()
-        self.coordinator.stop()
         self.cluster.close()
         log.info("stopped")
 

@@ -75,3 +75,4 @@ class GroupCoordinator:
             self._load_task.cancel()
         for shard in self.shards:
             shard.close()
+            shard.shard.reset()  # resolves parked requests: their handlers answer NOT_COORDINATOR

@@ -86,6 +86,49 @@ class Topic:
         return self.name.startswith("__")
 
 
+class MetadataView:
+    """What the group coordinator needs to know of the topics, kept current.
+
+    ``version`` moves on every topic creation, deletion or partition change,
+    so KIP-848 groups know when to re-resolve regexes and re-assign.
+    """
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.by_name: dict[str, tuple[uuid.UUID, int]] = {}
+        self.by_id: dict[uuid.UUID, str] = {}
+        self._patterns: dict = {}
+
+    def refresh(self, topics: dict) -> None:
+        self.version += 1
+        self.by_name = {t.name: (t.topic_id, len(t.partitions)) for t in topics.values() if not t.internal}
+        self.by_id = {t.topic_id: t.name for t in topics.values() if not t.internal}
+
+    def compile(self, regex: str):
+        """An RE2 pattern (Kafka uses RE2/J); raises ValueError if invalid."""
+        pattern = self._patterns.get(regex)
+        if pattern is None:
+            import re2
+
+            options = re2.Options()
+            options.log_errors = False
+            try:
+                pattern = re2.compile(regex, options)
+            except re2.error as exc:
+                raise ValueError(str(exc)) from exc
+            if len(self._patterns) > 1000:
+                self._patterns.clear()
+            self._patterns[regex] = pattern
+        return pattern
+
+    def match(self, regex: str) -> list[str]:
+        try:
+            pattern = self.compile(regex)
+        except ValueError:
+            return []
+        return [name for name in self.by_name if pattern.fullmatch(name) is not None]
+
+
 class Cluster:
     def __init__(self, data_dir: Path, defaults: LogConfig, *, node_id: int = 1, clock=time.time, maintenance_interval_s: float = 1.0) -> None:
         self.data_dir = Path(data_dir)
@@ -97,6 +140,7 @@ class Cluster:
         self.cluster_id = ""
         self._next_pid = 0
         self._pid_limit = 0
+        self.metadata = MetadataView()
         self.logs = LogManager(self.data_dir, defaults, clock=clock, maintenance_interval_s=maintenance_interval_s)
 
     # ------------------------------------------------------------------ startup
@@ -122,6 +166,7 @@ class Cluster:
     def _index(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
         self.by_id[topic.topic_id] = topic
+        self.metadata.refresh(self.topics)
 
     def _save(self) -> None:
         meta = {
@@ -177,6 +222,7 @@ class Cluster:
     def delete_topic(self, topic: Topic) -> None:
         del self.topics[topic.name]
         del self.by_id[topic.topic_id]
+        self.metadata.refresh(self.topics)
         self._save()
         for part in topic.partitions:
             part.notify()
@@ -196,6 +242,7 @@ class Cluster:
             return
         for p in range(current, count):
             topic.partitions.append(Partition(topic.name, p, self.logs.create(topic.name, p, topic.config)))
+        self.metadata.refresh(self.topics)
         self._save()
         log.info("partitions added", topic=topic.name, partitions=count)
 

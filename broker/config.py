@@ -40,6 +40,10 @@ class BrokerConfig:
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
     group_coordinator_append_linger_ms: int = 5
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_size: int = 2**31 - 1
+    group_consumer_migration_policy: str = "bidirectional"
     log_defaults: LogConfig = field(default_factory=LogConfig)
 
     # ----------------------------------------------------------------
@@ -64,6 +68,10 @@ class BrokerConfig:
             group_initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms,
             group_max_size=self.group_max_size,
             append_linger_ms=self.group_coordinator_append_linger_ms,
+            group_consumer_session_timeout_ms=self.group_consumer_session_timeout_ms,
+            group_consumer_heartbeat_interval_ms=self.group_consumer_heartbeat_interval_ms,
+            group_consumer_max_size=self.group_consumer_max_size,
+            group_consumer_migration_policy=self.group_consumer_migration_policy.lower(),
         )
 
     def effective_log_defaults(self) -> LogConfig:

@@ -27,6 +27,11 @@ class GroupConfig:
     group_max_size: int = 2**31 - 1  # group.max.size
     new_member_join_timeout_ms: int = 300_000  # internal constant in Kafka
     append_linger_ms: int = 5  # group.coordinator.append.linger.ms
+    group_consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    group_consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    group_consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
+    group_consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy
 
 
 @dataclass

@@ -31,7 +31,8 @@ def _now_ms() -> int:
 
 
 class ShardRuntime:
-    def __init__(self, index: int, partition, config: GroupConfig, *, fsync_always: bool, log, clock_ms: Callable[[], int] = _now_ms) -> None:
+    def __init__(self, index: int, partition, config: GroupConfig, *, fsync_always: bool, log, clock_ms: Callable[[], int] = _now_ms, metadata=None) -> None:
+        self.metadata = metadata
         self.index = index
         self.partition = partition  # broker.cluster.Partition of __consumer_offsets
         self.config = config
@@ -49,7 +50,7 @@ class ShardRuntime:
         self.load_stats: dict = {}
 
     def _new_shard(self) -> GroupShard:
-        shard = GroupShard(self.index, self.config, self.clock_ms, self.log, self.loop.create_future, self.submit)
+        shard = GroupShard(self.index, self.config, self.clock_ms, self.log, self.loop.create_future, self.submit, metadata=self.metadata)
         shard.timers.on_change = self._arm_timer
         return shard
 

@@ -46,7 +46,7 @@ class GroupCoordinator:
                 {"cleanup.policy": "compact", "segment.bytes": str(self.config.offsets_topic_segment_bytes)},
             )
         self.shards = [
-            ShardRuntime(p.index, p, self.config, fsync_always=self.fsync_always, log=log) for p in topic.partitions
+            ShardRuntime(p.index, p, self.config, fsync_always=self.fsync_always, log=log, metadata=self.cluster.metadata) for p in topic.partitions
         ]
         self._load_task = asyncio.get_running_loop().create_task(self._load_all())
 

@@ -21,11 +21,24 @@ from protocol.group_records import (
 )
 
 from .classic import ClassicGroups
+from .consumer import ConsumerGroups
+from .consumer_replay import CONSUMER_KEYS, replay_consumer
 from .classic_group import DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
 from .common import GroupConfig, Result, Timers
 from .offsets import CommitPartition, OffsetStore, expired_offsets, java_length, offset_record, validate_commit
 
 RETENTION_TIMER = "offsets-retention"
+
+
+class _EmptyMetadata:
+    """No topics (unit tests that do not care about KIP-848)."""
+
+    version = 0
+    by_name: dict = {}
+    by_id: dict = {}
+
+    def match(self, regex: str) -> list[str]:
+        return []
 
 
 class GroupShard:
@@ -37,6 +50,7 @@ class GroupShard:
         log,
         new_future: Callable,
         submit: Callable[[Result], object] | None = None,
+        metadata=None,
     ) -> None:
         self.index = index
         self.config = config
@@ -48,6 +62,8 @@ class GroupShard:
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
         self.classic = ClassicGroups(self)
+        self.metadata = metadata if metadata is not None else _EmptyMetadata()
+        self.consumer = ConsumerGroups(self)
         self.skipped_records = 0
 
     # ================================================================ replay
@@ -66,6 +82,8 @@ class GroupShard:
                     group.state = DEAD
             else:
                 self.groups[key.group] = ClassicGroup.from_record(key.group, value)
+        elif isinstance(key, CONSUMER_KEYS):
+            replay_consumer(self.groups, key, value)
 
     def replay_bytes(self, key_bytes: bytes, value_bytes: bytes | None, *, committed: bool = False) -> None:
         key = decode_key(key_bytes)
@@ -150,12 +168,11 @@ class GroupShard:
             return Result(response=(ErrorCode.group_id_not_found, []))
         if group.state != EMPTY and group.protocol_type != "consumer":
             return Result(response=(ErrorCode.non_empty_group, []))
-        subscribed = group.subscribed_topics() if group.state != EMPTY else frozenset()
         offsets = self.offsets.latest.get(group_id, {})
         records, answer = [], []
         for topic, parts in topics:
             for p in parts:
-                if subscribed is None or topic in subscribed:
+                if group.is_subscribed(topic):
                     answer.append((topic, p, ErrorCode.group_subscribed_to_topic))
                     continue
                 if (topic, p) in offsets:

@@ -39,6 +39,8 @@ _MODULES = (
     "describe_groups",
     "list_groups",
     "delete_groups",
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
 )
 
 HANDLERS: dict[int, Any] = {}

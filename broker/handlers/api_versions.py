@@ -28,7 +28,15 @@ async def handle(ctx, req):
         ctx.client_software = {"name": name, "version": sw_version}
         ctx.log = ctx.conn.log = ctx.conn.log.bind(client_software=f"{name}/{sw_version}")
         ctx.log.debug("client identified", client_id=ctx.request.client_id)
-    return {"error_code": ErrorCode.none, "api_keys": _api_keys(ctx), "throttle_time": 0}
+    return {
+        "error_code": ErrorCode.none,
+        "api_keys": _api_keys(ctx),
+        "throttle_time": 0,
+        # group.version 1 turns on the KIP-848 consumer protocol, as in Kafka 4.x
+        "supported_features": [{"name": "group.version", "min_version": 0, "max_version": 1}],
+        "finalized_features_epoch": 1,
+        "finalized_features": [{"name": "group.version", "min_version_level": 1, "max_version_level": 1}],
+    }
 
 
 def unsupported(ctx, event):

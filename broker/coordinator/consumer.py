@@ -1,0 +1,560 @@
+"""KIP-848 ConsumerGroupHeartbeat: epochs, target assignment, reconciliation.
+
+Follows section 3 of shared/reference/group-coordinator.md (Kafka 4.1's
+GroupMetadataManager.consumerGroupHeartbeat and CurrentAssignmentBuilder).
+State changes only through records: ``_emit`` encodes a record for the log
+and replays it into the shard at once, so the next step of the same
+heartbeat already sees it, and a restart replays the same records.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import time
+import uuid
+from dataclasses import dataclass
+
+from protocol.errors import ErrorCode
+from protocol.group_records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    GroupMetadataKey,
+    TopicPartitions,
+    encode_key,
+    encode_value,
+)
+
+from .assignors import ASSIGNORS, GroupSpec, MemberSubscription, choose_assignor
+from .classic_group import EMPTY as CLASSIC_EMPTY
+from .classic_group import ClassicGroup
+from .common import CoordinatorError, Result
+from .consumer_group import (
+    STABLE,
+    UNRELEASED_PARTITIONS,
+    UNREVOKED_PARTITIONS,
+    Assignment,
+    ConsumerGroup,
+    ConsumerMember,
+)
+
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+
+
+def new_member_id() -> str:
+    """Kafka's Uuid.toString(): 22 characters of URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def _session_key(group_id: str, member_id: str) -> str:
+    return f"consumer-session:{group_id}:{member_id}"
+
+
+def _rebalance_key(group_id: str, member_id: str) -> str:
+    return f"consumer-rebalance:{group_id}:{member_id}"
+
+
+def to_topic_partitions(assignment: Assignment) -> list[TopicPartitions]:
+    return [TopicPartitions(tid, sorted(parts)) for tid, parts in sorted(assignment.items(), key=lambda kv: str(kv[0])) if parts]
+
+
+def from_topic_partitions(items) -> Assignment:
+    return {tp.topic_id: frozenset(tp.partitions) for tp in items if tp.partitions}
+
+
+@dataclass(slots=True)
+class HeartbeatParams:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed_topic_names: list[str] | None
+    subscribed_topic_regex: str | None
+    server_assignor: str | None
+    owned: Assignment | None  # None: not sent ("unchanged")
+    version: int
+    client_id: str
+    client_host: str
+
+
+class ConsumerGroups:
+    def __init__(self, shard) -> None:
+        self.shard = shard
+        self.config = shard.config
+        self.records: list = []
+
+    @property
+    def timers(self):
+        return self.shard.timers
+
+    @property
+    def groups(self) -> dict:
+        return self.shard.groups
+
+    def now(self) -> int:
+        return self.shard.now_ms()
+
+    # ================================================================ records
+    def _emit(self, key, value) -> None:
+        self.records.append((encode_key(key), None if value is None else encode_value(value)))
+        self.shard.replay(key, value)
+
+    def _take_records(self) -> list:
+        out, self.records = self.records, []
+        return out
+
+    def _write_member_metadata(self, group: ConsumerGroup, m: ConsumerMember) -> None:
+        self._emit(
+            ConsumerGroupMemberMetadataKey(group.group_id, m.member_id),
+            ConsumerGroupMemberMetadataValue(
+                instance_id=m.instance_id,
+                rack_id=m.rack_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=list(m.subscribed_topic_names),
+                subscribed_topic_regex=m.subscribed_topic_regex,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                server_assignor=m.server_assignor,
+                classic_member_metadata=m.classic,
+            ),
+        )
+
+    def _write_group_epoch(self, group: ConsumerGroup, epoch: int, metadata_hash: int) -> None:
+        self._emit(ConsumerGroupMetadataKey(group.group_id), ConsumerGroupMetadataValue(epoch=epoch, metadata_hash=metadata_hash))
+
+    def _write_current(self, group: ConsumerGroup, member_id: str, epoch: int, previous: int, state: int, assigned: Assignment, pending: Assignment) -> None:
+        self._emit(
+            ConsumerGroupCurrentMemberAssignmentKey(group.group_id, member_id),
+            ConsumerGroupCurrentMemberAssignmentValue(
+                member_epoch=epoch,
+                previous_member_epoch=previous,
+                state=state,
+                assigned_partitions=to_topic_partitions(assigned),
+                partitions_pending_revocation=to_topic_partitions(pending),
+            ),
+        )
+
+    def _write_target(self, group: ConsumerGroup, member_id: str, assignment: Assignment) -> None:
+        self._emit(ConsumerGroupTargetAssignmentMemberKey(group.group_id, member_id), ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(assignment)))
+
+    def _remove_member_records(self, group: ConsumerGroup, member_id: str) -> None:
+        gid = group.group_id
+        self._emit(ConsumerGroupCurrentMemberAssignmentKey(gid, member_id), None)
+        self._emit(ConsumerGroupTargetAssignmentMemberKey(gid, member_id), None)
+        self._emit(ConsumerGroupMemberMetadataKey(gid, member_id), None)
+
+    def delete_group_records(self, group: ConsumerGroup) -> None:
+        """Tombstones for a whole (empty) consumer group, in Kafka's order."""
+        gid = group.group_id
+        for member_id in list(group.members):
+            self._remove_member_records(group, member_id)
+        self._emit(ConsumerGroupTargetAssignmentMetadataKey(gid), None)
+        for regex in list(group.regexes):
+            self._emit(ConsumerGroupRegularExpressionKey(gid, regex), None)
+        self._emit(ConsumerGroupMetadataKey(gid), None)
+
+    # ================================================================ heartbeat
+    def heartbeat(self, p: HeartbeatParams) -> Result:
+        self.records = []
+        try:
+            if p.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                response = self._leave(p)
+            else:
+                response = self._heartbeat(p)
+        except CoordinatorError as exc:
+            response = {"error_code": exc.code, "error_message": str(exc) if str(exc) != exc.code.name else None, "member_id": p.member_id, "member_epoch": p.member_epoch}
+        return Result(records=self._take_records(), response=response)
+
+    def _get_or_create_group(self, p: HeartbeatParams) -> ConsumerGroup:
+        group = self.groups.get(p.group_id)
+        if isinstance(group, ConsumerGroup):
+            return group
+        if group is None:
+            if p.member_epoch != 0:
+                raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {p.group_id} not found.")
+            group = ConsumerGroup(p.group_id, state_timestamp=self.now())
+            self.groups[p.group_id] = group
+            return group
+        if isinstance(group, ClassicGroup) and group.state == CLASSIC_EMPTY and not group.members:
+            if p.member_epoch != 0:
+                raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {p.group_id} not found.")
+            # offline conversion: the empty classic group goes, its offsets stay
+            self.records.append((encode_key(GroupMetadataKey(p.group_id)), None))
+            self.shard.log.info("group converted", group=p.group_id, to="consumer", mode="offline")
+            group = ConsumerGroup(p.group_id, state_timestamp=self.now())
+            self.groups[p.group_id] = group
+            return group
+        raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {p.group_id} is not a consumer group.")
+
+    def _heartbeat(self, p: HeartbeatParams) -> dict:
+        group = self._get_or_create_group(p)
+        known = p.member_id in group.members or (p.instance_id is not None and p.instance_id in group.static_members)
+        if not known and len(group.members) >= self.config.group_consumer_max_size:
+            raise CoordinatorError(ErrorCode.group_max_size_reached, f"The consumer group has reached its maximum capacity of {self.config.group_consumer_max_size} members.")
+        member, is_new, replaced = self._get_or_create_member(group, p)
+        before_epoch = member.member_epoch
+        old_assigned = member.assigned
+
+        # 4. member fields from the non-null request fields
+        changed_subscription = is_new
+        updated = dict(
+            instance_id=p.instance_id if p.instance_id is not None else member.instance_id,
+            rack_id=p.rack_id if p.rack_id is not None else member.rack_id,
+            client_id=p.client_id,
+            client_host=p.client_host,
+            rebalance_timeout_ms=p.rebalance_timeout_ms if p.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
+            server_assignor=p.server_assignor if p.server_assignor is not None else member.server_assignor,
+        )
+        if p.subscribed_topic_names is not None and list(p.subscribed_topic_names) != member.subscribed_topic_names:
+            updated["subscribed_topic_names"] = list(p.subscribed_topic_names)
+            changed_subscription = True
+        if p.subscribed_topic_regex is not None and (p.subscribed_topic_regex or None) != member.subscribed_topic_regex:
+            updated["subscribed_topic_regex"] = p.subscribed_topic_regex or None
+            changed_subscription = True
+        if is_new or replaced or any(getattr(member, k) != v for k, v in updated.items()) or not member.has_metadata:
+            for k, v in updated.items():
+                setattr(member, k, v)
+            self._write_member_metadata(group, member)
+
+        # regexes and topic metadata
+        regex_changed = self._refresh_regexes(group)
+        metadata_hash = self._metadata_hash(group)
+        epoch = group.group_epoch
+        if changed_subscription or regex_changed or metadata_hash != group.metadata_hash or not group.created:
+            epoch = group.group_epoch + 1
+            self._write_group_epoch(group, epoch, metadata_hash)
+            self.shard.log.info(
+                "consumer group epoch bumped",
+                group=group.group_id,
+                epoch=epoch,
+                reason="member joined" if is_new else ("subscription changed" if changed_subscription else ("regex resolution changed" if regex_changed else "topic metadata changed")),
+                member=member.member_id,
+            )
+
+        # 5. target assignment
+        if group.group_epoch > group.assignment_epoch:
+            self._update_target(group)
+
+        # 6. reconcile
+        self._reconcile(group, member, p.owned)
+        self._schedule_session(group, member)
+
+        # 7. answer
+        full = p.rebalance_timeout_ms != -1 and (p.subscribed_topic_names is not None or p.subscribed_topic_regex is not None) and p.owned is not None
+        response = {
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "member_id": member.member_id,
+            "member_epoch": member.member_epoch,
+            "heartbeat_interval": self.config.group_consumer_heartbeat_interval_ms,
+            "assignment": None,
+        }
+        if p.member_epoch == 0 or full or member.assigned != old_assigned:
+            response["assignment"] = {"topic_partitions": [{"topic_id": tid, "partitions": sorted(parts)} for tid, parts in member.assigned.items() if parts]}
+        if member.member_epoch != before_epoch or member.assigned != old_assigned:
+            self._note_member(group, member, old_assigned)
+        return response
+
+    def _get_or_create_member(self, group: ConsumerGroup, p: HeartbeatParams) -> tuple[ConsumerMember, bool, bool]:
+        """(member, is_new, replaced_static)."""
+        if p.instance_id is None:
+            member = group.members.get(p.member_id)
+            if member is None:
+                if p.member_epoch != 0:
+                    raise CoordinatorError(ErrorCode.unknown_member_id, f"Member {p.member_id} is not a member of group {group.group_id}.")
+                member_id = p.member_id or new_member_id()
+                member = ConsumerMember(member_id, member_epoch=0, previous_member_epoch=-1)
+                return self._add_member(group, member), True, False
+            self._check_epoch(member, p)
+            return member, False, False
+        existing_id = group.static_members.get(p.instance_id)
+        if p.member_epoch == 0:
+            if existing_id is None:
+                member_id = p.member_id or new_member_id()
+                member = ConsumerMember(member_id, instance_id=p.instance_id, member_epoch=0, previous_member_epoch=-1)
+                return self._add_member(group, member), True, False
+            old = group.members[existing_id]
+            if old.member_epoch != STATIC_LEAVE_EPOCH and not old.uses_classic_protocol:
+                raise CoordinatorError(
+                    ErrorCode.unreleased_instance_id,
+                    f"Static member {p.member_id} with instance id {p.instance_id} cannot join the group because the instance id is owned by member {existing_id}.",
+                )
+            return self._replace_static(group, old, p.member_id or new_member_id()), False, True
+        if existing_id is None:
+            raise CoordinatorError(ErrorCode.unknown_member_id, f"Instance id {p.instance_id} is unknown.")
+        if existing_id != p.member_id:
+            raise CoordinatorError(ErrorCode.fenced_instance_id, f"Static member {p.member_id} with instance id {p.instance_id} was fenced by member {existing_id}.")
+        member = group.members[existing_id]
+        self._check_epoch(member, p)
+        return member, False, False
+
+    def _add_member(self, group: ConsumerGroup, member: ConsumerMember) -> ConsumerMember:
+        group.members[member.member_id] = member
+        if member.instance_id is not None:
+            group.static_members[member.instance_id] = member.member_id
+        member.waiting_since_ms = self.now()
+        return member
+
+    def _check_epoch(self, member: ConsumerMember, p: HeartbeatParams) -> None:
+        received = p.member_epoch
+        if received > member.member_epoch:
+            raise CoordinatorError(ErrorCode.fenced_member_epoch, f"The consumer group member has a greater epoch ({received}) than the one known by the group coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.")
+        if received < member.member_epoch:
+            if received != member.previous_member_epoch or not _is_subset(p.owned, member.assigned):
+                raise CoordinatorError(ErrorCode.fenced_member_epoch, f"The consumer group member has a smaller epoch ({received}) than the one known by the group coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.")
+
+    def _replace_static(self, group: ConsumerGroup, old: ConsumerMember, new_id: str) -> ConsumerMember:
+        """A static member back from a temporary leave (-2) under a new member id."""
+        target = group.target.get(old.member_id, {})
+        assigned, pending = dict(old.assigned), dict(old.pending_revocation)
+        self.timers.cancel(_session_key(group.group_id, old.member_id))
+        self.timers.cancel(_rebalance_key(group.group_id, old.member_id))
+        self._remove_member_records(group, old.member_id)
+        member = ConsumerMember(
+            new_id,
+            instance_id=old.instance_id,
+            rack_id=old.rack_id,
+            subscribed_topic_names=list(old.subscribed_topic_names),
+            subscribed_topic_regex=old.subscribed_topic_regex,
+            rebalance_timeout_ms=old.rebalance_timeout_ms,
+            server_assignor=old.server_assignor,
+        )
+        self._add_member(group, member)
+        self._write_member_metadata(group, member)
+        self._write_target(group, new_id, target)
+        self._write_current(group, new_id, 0, -1, STABLE, assigned, pending)
+        self.shard.log.info("static member replaced", group=group.group_id, instance_id=old.instance_id, old_member=old.member_id, new_member=new_id)
+        return member
+
+    # ================================================================ leave
+    def _leave(self, p: HeartbeatParams) -> dict:
+        group = self.groups.get(p.group_id)
+        if not isinstance(group, ConsumerGroup):
+            raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {p.group_id} not found.")
+        if p.instance_id is not None:
+            member_id = group.static_members.get(p.instance_id)
+            if member_id is None:
+                raise CoordinatorError(ErrorCode.unknown_member_id, f"Instance id {p.instance_id} is unknown.")
+            if member_id != p.member_id:
+                raise CoordinatorError(ErrorCode.fenced_instance_id, f"Static member {p.member_id} with instance id {p.instance_id} was fenced by member {member_id}.")
+        else:
+            member_id = p.member_id
+        member = group.members.get(member_id)
+        if member is None:
+            raise CoordinatorError(ErrorCode.unknown_member_id, f"Member {member_id} is not a member of group {p.group_id}.")
+        if p.member_epoch == STATIC_LEAVE_EPOCH:
+            if member.instance_id is None:
+                raise CoordinatorError(ErrorCode.invalid_request, "Only static members can leave with epoch -2.")
+            # keep the member and its partitions; its session timer decides
+            self.timers.cancel(_rebalance_key(group.group_id, member_id))
+            self._write_current(group, member_id, STATIC_LEAVE_EPOCH, member.member_epoch, member.state, dict(member.assigned), {})
+            self.shard.log.info("static member left temporarily", group=group.group_id, member=member_id, instance_id=member.instance_id)
+            return {"error_code": ErrorCode.none, "error_message": None, "member_id": member_id, "member_epoch": STATIC_LEAVE_EPOCH, "heartbeat_interval": 0, "assignment": None}
+        self.fence(group, member, "left the group")
+        return {"error_code": ErrorCode.none, "error_message": None, "member_id": member_id, "member_epoch": LEAVE_EPOCH, "heartbeat_interval": 0, "assignment": None}
+
+    def fence(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
+        """Remove a member and bump the group epoch (leave, session or rebalance timeout)."""
+        self.timers.cancel(_session_key(group.group_id, member.member_id))
+        self.timers.cancel(_rebalance_key(group.group_id, member.member_id))
+        revoked = _count(member.assigned) + _count(member.pending_revocation)
+        self._remove_member_records(group, member.member_id)
+        self._write_group_epoch(group, group.group_epoch + 1, self._metadata_hash(group))
+        self.shard.log.info("consumer group member removed", group=group.group_id, member=member.member_id, reason=reason, epoch=group.group_epoch, partitions_released=revoked)
+
+    # ================================================================ timers
+    def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        gid, mid = group.group_id, member.member_id
+        self.timers.schedule(_session_key(gid, mid), self.config.group_consumer_session_timeout_ms, lambda: self._expire(gid, mid, "session timeout expired"))
+
+    def _expire(self, group_id: str, member_id: str, reason: str, epoch: int | None = None) -> list:
+        group = self.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup):
+            return []
+        member = group.members.get(member_id)
+        if member is None or (epoch is not None and (member.member_epoch != epoch or member.state != UNREVOKED_PARTITIONS)):
+            return []
+        self.records = []
+        self.fence(group, member, reason)
+        return self._take_records()
+
+    # ================================================================ metadata, regexes
+    def _refresh_regexes(self, group: ConsumerGroup) -> bool:
+        meta = self.shard.metadata
+        used = {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex is not None}
+        changed = False
+        for regex in list(group.regexes):
+            if regex not in used:
+                self._emit(ConsumerGroupRegularExpressionKey(group.group_id, regex), None)
+        stale = group.checked_metadata_version != meta.version
+        for regex in used:
+            if regex in group.regexes and not stale:
+                continue
+            topics = frozenset(meta.match(regex))
+            previous = group.regexes.get(regex)
+            if previous is None or previous[0] != topics:
+                version = meta.version
+                self._emit(ConsumerGroupRegularExpressionKey(group.group_id, regex), ConsumerGroupRegularExpressionValue(sorted(topics), version, self.now()))
+                changed = True
+        group.checked_metadata_version = meta.version
+        return changed
+
+    def _metadata_hash(self, group: ConsumerGroup) -> int:
+        meta = self.shard.metadata
+        h = hashlib.blake2b(digest_size=8)
+        for name in sorted(group.subscribed_topic_names()):
+            info = meta.by_name.get(name)
+            h.update(f"{name}\0{info[0] if info else ''}\0{info[1] if info else 0}\n".encode())
+        value = int.from_bytes(h.digest(), "big", signed=True)
+        return value if group.members else 0
+
+    # ================================================================ target assignment
+    def _update_target(self, group: ConsumerGroup) -> None:
+        meta = self.shard.metadata
+        members = {}
+        topic_counts: dict[str, int] = {}
+        for m in group.members.values():
+            names = frozenset(n for n in group.member_topics(m) if n in meta.by_name)
+            members[m.member_id] = MemberSubscription(m.member_id, names, m.rack_id, m.instance_id)
+            for n in names:
+                topic_counts[n] = meta.by_name[n][1]
+        current = {
+            mid: {meta.by_id[tid]: parts for tid, parts in asg.items() if tid in meta.by_id}
+            for mid, asg in group.target.items()
+            if mid in members
+        }
+        name = choose_assignor(m.server_assignor for m in group.members.values())
+        t0 = time.perf_counter()
+        result = ASSIGNORS[name].assign(GroupSpec(members, current), topic_counts)
+        cost_ms = (time.perf_counter() - t0) * 1000
+        changed = 0
+        for mid in members:
+            by_id = {meta.by_name[t][0]: frozenset(parts) for t, parts in result.get(mid, {}).items() if parts}
+            if by_id != group.target.get(mid, {}):
+                self._write_target(group, mid, by_id)
+                changed += 1
+        self._emit(ConsumerGroupTargetAssignmentMetadataKey(group.group_id), ConsumerGroupTargetAssignmentMetadataValue(group.group_epoch))
+        self.shard.log.info("target assignment computed", group=group.group_id, epoch=group.group_epoch, assignor=name, members=len(members), members_changed=changed, assignor_ms=round(cost_ms, 2))
+
+    # ================================================================ reconciliation
+    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None) -> None:
+        target_epoch = group.assignment_epoch
+        target = group.target.get(member.member_id, {})
+        state = member.state
+        if state == STABLE:
+            if member.member_epoch == target_epoch:
+                return
+            nxt = self._next_assignment(group, member, member.member_epoch, target_epoch, target, owned)
+        elif state == UNREVOKED_PARTITIONS:
+            if _owns_any(owned, member.pending_revocation):
+                return
+            nxt = self._next_assignment(group, member, member.member_epoch, target_epoch, target, owned)
+        elif state == UNRELEASED_PARTITIONS:
+            nxt = self._next_assignment(group, member, member.member_epoch, target_epoch, target, owned)
+        else:  # UNKNOWN
+            if owned is None or any(owned.values()):
+                raise CoordinatorError(ErrorCode.fenced_member_epoch, "The consumer group member is in a unknown state. The member must abandon all its partitions and rejoin.")
+            nxt = self._next_assignment(group, member, target_epoch, target_epoch, target, owned)
+        epoch, new_state, assigned, pending = nxt
+        if (epoch, new_state, assigned, pending) != (member.member_epoch, member.state, member.assigned, member.pending_revocation):
+            # Kafka's updateMemberEpoch: the previous epoch is always the one before this step
+            self._write_current(group, member.member_id, epoch, member.member_epoch, new_state, assigned, pending)
+        if new_state == UNREVOKED_PARTITIONS:
+            gid, mid, ep = group.group_id, member.member_id, member.member_epoch
+            if not self.timers.is_scheduled(_rebalance_key(gid, mid)):
+                self.timers.schedule(_rebalance_key(gid, mid), max(member.rebalance_timeout_ms, 0), lambda: self._expire(gid, mid, "did not revoke its partitions within the rebalance timeout", ep))
+        else:
+            self.timers.cancel(_rebalance_key(group.group_id, member.member_id))
+
+    def _next_assignment(self, group: ConsumerGroup, member: ConsumerMember, member_epoch: int, target_epoch: int, target: Assignment, owned: Assignment | None):
+        unreleased = False
+        new_assigned: Assignment = {}
+        new_pending: Assignment = {}
+        new_pending_assign: Assignment = {}
+        for tid in set(target) | set(member.assigned):
+            want = target.get(tid, frozenset())
+            have = member.assigned.get(tid, frozenset())
+            kept = have & want
+            revoke = have - kept
+            assign = set(want - kept)
+            mine = member.pending_revocation.get(tid, frozenset())
+            blocked = {p for p in assign if group.current_partition_epoch(tid, p) != -1 and p not in mine}
+            if blocked:
+                unreleased = True
+                assign -= blocked
+            if kept:
+                new_assigned[tid] = kept
+            if revoke:
+                new_pending[tid] = frozenset(revoke)
+            if assign:
+                new_pending_assign[tid] = frozenset(assign)
+        if new_pending and _owns_any(owned, new_pending):
+            return member_epoch, UNREVOKED_PARTITIONS, new_assigned, new_pending
+        if new_pending_assign:
+            for tid, parts in new_pending_assign.items():
+                new_assigned[tid] = new_assigned.get(tid, frozenset()) | parts
+            return target_epoch, (UNRELEASED_PARTITIONS if unreleased else STABLE), new_assigned, {}
+        return target_epoch, (UNRELEASED_PARTITIONS if unreleased else STABLE), new_assigned, {}
+
+    def _note_member(self, group: ConsumerGroup, member: ConsumerMember, before: Assignment) -> None:
+        revoked = sorted(f"{tid}:{p}" for tid, parts in before.items() for p in parts - member.assigned.get(tid, frozenset()))
+        assigned = sorted(f"{tid}:{p}" for tid, parts in member.assigned.items() for p in parts - before.get(tid, frozenset()))
+        reached = member.state == STABLE and member.member_epoch == group.assignment_epoch
+        waited = None
+        if reached and member.waiting_since_ms is not None:
+            waited = self.now() - member.waiting_since_ms
+            member.waiting_since_ms = None
+        elif not reached and member.waiting_since_ms is None:
+            member.waiting_since_ms = self.now()
+        meta = self.shard.metadata
+        self.shard.log.info(
+            "consumer member reconciled",
+            group=group.group_id,
+            member=member.member_id,
+            member_epoch=member.member_epoch,
+            group_epoch=group.group_epoch,
+            state={0: "STABLE", 1: "UNREVOKED_PARTITIONS", 2: "UNRELEASED_PARTITIONS", 127: "UNKNOWN"}[member.state],
+            revoked=[_name(meta, x) for x in revoked],
+            assigned=[_name(meta, x) for x in assigned],
+            ms_without_target=waited,
+        )
+
+
+def _name(meta, tp: str) -> str:
+    tid, p = tp.rsplit(":", 1)
+    try:
+        return f"{meta.by_id.get(uuid.UUID(tid), tid)}-{p}"
+    except ValueError:
+        return tp
+
+
+def _count(asg: Assignment) -> int:
+    return sum(len(v) for v in asg.values())
+
+
+def _owns_any(owned: Assignment | None, partitions: Assignment) -> bool:
+    if owned is None:
+        return True
+    for tid, parts in partitions.items():
+        if owned.get(tid, frozenset()) & parts:
+            return True
+    return False
+
+
+def _is_subset(owned: Assignment | None, assigned: Assignment) -> bool:
+    if owned is None:
+        return False
+    return all(parts <= assigned.get(tid, frozenset()) for tid, parts in owned.items())

@@ -1,0 +1,129 @@
+"""KIP-848 consumer group state (Kafka's ConsumerGroup / ConsumerGroupMember).
+
+All of it is rebuilt by replaying the group's records (types 3, 5, 6, 7, 8,
+16): the heartbeat logic in ``consumer.py`` only ever changes state by
+emitting records, which the shard replays at once and at load alike.
+Assignments are ``{topic_id: frozenset(partitions)}``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+STABLE, UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS, UNKNOWN = 0, 1, 2, 127
+STATE_NAMES = {STABLE: "STABLE", UNREVOKED_PARTITIONS: "UNREVOKED_PARTITIONS", UNRELEASED_PARTITIONS: "UNRELEASED_PARTITIONS", UNKNOWN: "UNKNOWN"}
+
+# group states as Kafka names them on the wire
+EMPTY, ASSIGNING, RECONCILING, STABLE_GROUP, DEAD = "Empty", "Assigning", "Reconciling", "Stable", "Dead"
+
+Assignment = dict[uuid.UUID, frozenset[int]]
+
+
+@dataclass(eq=False)
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: list[str] = field(default_factory=list)
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    classic: object | None = None  # ClassicMemberMetadata for classic-protocol members
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    state: int = STABLE
+    assigned: Assignment = field(default_factory=dict)
+    pending_revocation: Assignment = field(default_factory=dict)
+    has_metadata: bool = False  # a MemberMetadata record was replayed
+    # since when the member has not held its full target (for the rebalance event)
+    waiting_since_ms: int | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
+
+
+@dataclass(eq=False)
+class ConsumerGroup:
+    group_id: str
+    group_epoch: int = 0
+    metadata_hash: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)
+    # (topic_id, partition) -> epoch of the member holding it (assigned or pending revocation)
+    partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
+    regexes: dict[str, tuple[frozenset[str], int, int]] = field(default_factory=dict)  # regex -> (topics, version, timestamp)
+    created: bool = False  # a ConsumerGroupMetadata record exists
+    state_timestamp: int = -1
+    # last cluster-metadata version the group was checked against
+    checked_metadata_version: int = -1
+
+    protocol_type = "consumer"
+
+    # -- derived ----------------------------------------------------------
+    @property
+    def state(self) -> str:
+        if not self.members:
+            return EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ASSIGNING
+        for m in self.members.values():
+            if m.member_epoch != self.assignment_epoch or m.state != STABLE:
+                return RECONCILING
+        return STABLE_GROUP
+
+    def subscribed_topic_names(self) -> set[str]:
+        names: set[str] = set()
+        for m in self.members.values():
+            names.update(m.subscribed_topic_names)
+            if m.subscribed_topic_regex is not None:
+                resolved = self.regexes.get(m.subscribed_topic_regex)
+                if resolved is not None:
+                    names.update(resolved[0])
+        return names
+
+    def member_topics(self, member: ConsumerMember) -> frozenset[str]:
+        names = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex is not None:
+            resolved = self.regexes.get(member.subscribed_topic_regex)
+            if resolved is not None:
+                names.update(resolved[0])
+        return frozenset(names)
+
+    def current_partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
+        return self.partition_epochs.get((topic_id, partition), -1)
+
+    # -- replay helpers -----------------------------------------------------
+    def set_current(self, member: ConsumerMember, epoch: int, previous: int, state: int, assigned: Assignment, pending: Assignment) -> None:
+        self._drop_epochs(member)
+        member.member_epoch, member.previous_member_epoch, member.state = epoch, previous, state
+        member.assigned, member.pending_revocation = assigned, pending
+        for source in (assigned, pending):
+            for tid, parts in source.items():
+                for p in parts:
+                    self.partition_epochs[(tid, p)] = epoch
+
+    def _drop_epochs(self, member: ConsumerMember) -> None:
+        for source in (member.assigned, member.pending_revocation):
+            for tid, parts in source.items():
+                for p in parts:
+                    self.partition_epochs.pop((tid, p), None)
+
+    def remove_member(self, member_id: str) -> None:
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return
+        self._drop_epochs(member)
+        if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
+            del self.static_members[member.instance_id]
+
+    def get_or_add_member(self, member_id: str) -> ConsumerMember:
+        member = self.members.get(member_id)
+        if member is None:
+            member = self.members[member_id] = ConsumerMember(member_id)
+        return member

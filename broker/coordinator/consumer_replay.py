@@ -1,0 +1,101 @@
+"""Replay of the KIP-848 records (types 3, 4, 5, 6, 7, 8, 16) into a shard's groups."""
+
+from __future__ import annotations
+
+from protocol.group_records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMetadataKey,
+)
+
+from .classic_group import ClassicGroup
+from .consumer import from_topic_partitions
+from .consumer_group import ConsumerGroup
+
+CONSUMER_KEYS = (
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupPartitionMetadataKey,
+)
+
+
+def _group(groups: dict, group_id: str) -> ConsumerGroup:
+    group = groups.get(group_id)
+    if isinstance(group, ConsumerGroup):
+        return group
+    # a missing group, or an empty classic one (offsets replayed before the
+    # conversion records): the consumer group takes its place
+    if group is not None and not (isinstance(group, ClassicGroup) and not group.members):
+        raise ValueError(f"group {group_id} is a non-empty classic group")
+    group = groups[group_id] = ConsumerGroup(group_id)
+    return group
+
+
+def replay_consumer(groups: dict, key, value) -> None:
+    gid = key.group_id
+    if isinstance(key, ConsumerGroupPartitionMetadataKey):
+        return  # superseded by the metadata hash in 4.1
+    if value is None:
+        group = groups.get(gid)
+        if not isinstance(group, ConsumerGroup):
+            return
+        if isinstance(key, ConsumerGroupMetadataKey):
+            del groups[gid]
+        elif isinstance(key, ConsumerGroupMemberMetadataKey):
+            group.remove_member(key.member_id)
+        elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
+            group.target.pop(key.member_id, None)
+        elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
+            member = group.members.get(key.member_id)
+            if member is not None:
+                group.set_current(member, 0, -1, 0, {}, {})
+        elif isinstance(key, ConsumerGroupRegularExpressionKey):
+            group.regexes.pop(key.regular_expression, None)
+        elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
+            group.assignment_epoch = 0
+        return
+    group = _group(groups, gid)
+    if isinstance(key, ConsumerGroupMetadataKey):
+        group.group_epoch = value.epoch
+        group.metadata_hash = value.metadata_hash
+        group.created = True
+    elif isinstance(key, ConsumerGroupMemberMetadataKey):
+        m = group.get_or_add_member(key.member_id)
+        if m.instance_id is not None and value.instance_id != m.instance_id and group.static_members.get(m.instance_id) == m.member_id:
+            del group.static_members[m.instance_id]
+        m.instance_id = value.instance_id
+        m.rack_id = value.rack_id
+        m.client_id = value.client_id
+        m.client_host = value.client_host
+        m.subscribed_topic_names = list(value.subscribed_topic_names)
+        m.subscribed_topic_regex = value.subscribed_topic_regex
+        m.rebalance_timeout_ms = value.rebalance_timeout_ms
+        m.server_assignor = value.server_assignor
+        m.classic = value.classic_member_metadata
+        m.has_metadata = True
+        if m.instance_id is not None:
+            group.static_members[m.instance_id] = m.member_id
+    elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
+        group.assignment_epoch = value.assignment_epoch
+    elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
+        group.target[key.member_id] = from_topic_partitions(value.topic_partitions)
+    elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
+        m = group.get_or_add_member(key.member_id)
+        group.set_current(
+            m,
+            value.member_epoch,
+            value.previous_member_epoch,
+            value.state,
+            from_topic_partitions(value.assigned_partitions),
+            from_topic_partitions(value.partitions_pending_revocation),
+        )
+    elif isinstance(key, ConsumerGroupRegularExpressionKey):
+        group.regexes[key.regular_expression] = (frozenset(value.topics), value.version, value.timestamp)

@@ -116,6 +116,9 @@ class ConsumerGroups:
         out, self.records = self.records, []
         return out
 
+    def write_target_epoch(self, group: ConsumerGroup, epoch: int) -> None:
+        self._emit(ConsumerGroupTargetAssignmentMetadataKey(group.group_id), ConsumerGroupTargetAssignmentMetadataValue(epoch))
+
     def _write_member_metadata(self, group: ConsumerGroup, m: ConsumerMember) -> None:
         self._emit(
             ConsumerGroupMemberMetadataKey(group.group_id, m.member_id),
@@ -197,6 +200,8 @@ class ConsumerGroups:
             group = ConsumerGroup(p.group_id, state_timestamp=self.now())
             self.groups[p.group_id] = group
             return group
+        if isinstance(group, ClassicGroup) and p.member_epoch == 0:
+            return self.shard.migration.upgrade(group, p)
         raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {p.group_id} is not a consumer group.")
 
     def _heartbeat(self, p: HeartbeatParams) -> dict:
@@ -207,7 +212,27 @@ class ConsumerGroups:
         member, is_new, replaced = self._get_or_create_member(group, p)
         before_epoch = member.member_epoch
         old_assigned = member.assigned
+        self._update_and_reconcile(group, member, p, is_new=is_new, replaced=replaced)
+        self.schedule_session(group, member)
 
+        # 7. answer
+        full = p.rebalance_timeout_ms != -1 and (p.subscribed_topic_names is not None or p.subscribed_topic_regex is not None) and p.owned is not None
+        response = {
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "member_id": member.member_id,
+            "member_epoch": member.member_epoch,
+            "heartbeat_interval": self.config.group_consumer_heartbeat_interval_ms,
+            "assignment": None,
+        }
+        if p.member_epoch == 0 or full or member.assigned != old_assigned:
+            response["assignment"] = {"topic_partitions": [{"topic_id": tid, "partitions": sorted(parts)} for tid, parts in member.assigned.items() if parts]}
+        if member.member_epoch != before_epoch or member.assigned != old_assigned:
+            self._note_member(group, member, old_assigned)
+        return response
+
+    def _update_and_reconcile(self, group: ConsumerGroup, member: ConsumerMember, p: HeartbeatParams, *, is_new: bool, replaced: bool, classic=None) -> None:
+        """Steps 4 to 6 of a heartbeat: member fields, group epoch, target, reconciliation."""
         # 4. member fields from the non-null request fields
         changed_subscription = is_new
         updated = dict(
@@ -224,6 +249,8 @@ class ConsumerGroups:
         if p.subscribed_topic_regex is not None and (p.subscribed_topic_regex or None) != member.subscribed_topic_regex:
             updated["subscribed_topic_regex"] = p.subscribed_topic_regex or None
             changed_subscription = True
+        if classic is not None and classic != member.classic:
+            updated["classic"] = classic
         if is_new or replaced or any(getattr(member, k) != v for k, v in updated.items()) or not member.has_metadata:
             for k, v in updated.items():
                 setattr(member, k, v)
@@ -250,23 +277,34 @@ class ConsumerGroups:
 
         # 6. reconcile
         self._reconcile(group, member, p.owned)
-        self._schedule_session(group, member)
 
-        # 7. answer
-        full = p.rebalance_timeout_ms != -1 and (p.subscribed_topic_names is not None or p.subscribed_topic_regex is not None) and p.owned is not None
-        response = {
-            "error_code": ErrorCode.none,
-            "error_message": None,
-            "member_id": member.member_id,
-            "member_epoch": member.member_epoch,
-            "heartbeat_interval": self.config.group_consumer_heartbeat_interval_ms,
-            "assignment": None,
-        }
-        if p.member_epoch == 0 or full or member.assigned != old_assigned:
-            response["assignment"] = {"topic_partitions": [{"topic_id": tid, "partitions": sorted(parts)} for tid, parts in member.assigned.items() if parts]}
-        if member.member_epoch != before_epoch or member.assigned != old_assigned:
-            self._note_member(group, member, old_assigned)
-        return response
+
+    def join_classic_member(self, group: ConsumerGroup, p: HeartbeatParams, classic, session_timeout_ms: int) -> ConsumerMember:
+        """A classic JoinGroup inside a consumer group (see migration.py)."""
+        member = group.members.get(p.member_id)
+        is_new = replaced = False
+        if member is None:
+            existing_id = group.static_members.get(p.instance_id) if p.instance_id is not None else None
+            if existing_id is not None:
+                old = group.members[existing_id]
+                if old.classic is None and old.member_epoch != STATIC_LEAVE_EPOCH:
+                    raise CoordinatorError(ErrorCode.unreleased_instance_id)
+                member, replaced = self._replace_static(group, old, p.member_id), True
+            else:
+                member = self._add_member(group, ConsumerMember(p.member_id, instance_id=p.instance_id, member_epoch=0, previous_member_epoch=-1))
+                is_new = True
+        self._update_and_reconcile(group, member, p, is_new=is_new, replaced=replaced, classic=classic)
+        self.schedule_session(group, member, session_timeout_ms)
+        gid, mid = group.group_id, member.member_id
+        self.timers.schedule(_join_key(gid, mid), max(member.rebalance_timeout_ms, 0), lambda: self._expire(gid, mid, "did not send SyncGroup within the rebalance timeout"))
+        return member
+
+    def cancel_join_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        self.timers.cancel(_join_key(group.group_id, member.member_id))
+
+    def cancel_member_timers(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        for key in (_session_key, _rebalance_key, _join_key):
+            self.timers.cancel(key(group.group_id, member.member_id))
 
     def _get_or_create_member(self, group: ConsumerGroup, p: HeartbeatParams) -> tuple[ConsumerMember, bool, bool]:
         """(member, is_new, replaced_static)."""
@@ -364,21 +402,25 @@ class ConsumerGroups:
             self.shard.log.info("static member left temporarily", group=group.group_id, member=member_id, instance_id=member.instance_id)
             return {"error_code": ErrorCode.none, "error_message": None, "member_id": member_id, "member_epoch": STATIC_LEAVE_EPOCH, "heartbeat_interval": 0, "assignment": None}
         self.fence(group, member, "left the group")
+        if member.classic is None:
+            downgrade = self.shard.migration.maybe_downgrade(group)
+            self.records += downgrade
         return {"error_code": ErrorCode.none, "error_message": None, "member_id": member_id, "member_epoch": LEAVE_EPOCH, "heartbeat_interval": 0, "assignment": None}
 
     def fence(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
         """Remove a member and bump the group epoch (leave, session or rebalance timeout)."""
-        self.timers.cancel(_session_key(group.group_id, member.member_id))
-        self.timers.cancel(_rebalance_key(group.group_id, member.member_id))
+        self.cancel_member_timers(group, member)
         revoked = _count(member.assigned) + _count(member.pending_revocation)
         self._remove_member_records(group, member.member_id)
         self._write_group_epoch(group, group.group_epoch + 1, self._metadata_hash(group))
         self.shard.log.info("consumer group member removed", group=group.group_id, member=member.member_id, reason=reason, epoch=group.group_epoch, partitions_released=revoked)
 
     # ================================================================ timers
-    def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+    def schedule_session(self, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int | None = None) -> None:
         gid, mid = group.group_id, member.member_id
-        self.timers.schedule(_session_key(gid, mid), self.config.group_consumer_session_timeout_ms, lambda: self._expire(gid, mid, "session timeout expired"))
+        if timeout_ms is None:
+            timeout_ms = member.classic.session_timeout_ms if member.classic is not None else self.config.group_consumer_session_timeout_ms
+        self.timers.schedule(_session_key(gid, mid), timeout_ms, lambda: self._expire(gid, mid, "session timeout expired"))
 
     def _expire(self, group_id: str, member_id: str, reason: str, epoch: int | None = None) -> list:
         group = self.groups.get(group_id)
@@ -388,8 +430,12 @@ class ConsumerGroups:
         if member is None or (epoch is not None and (member.member_epoch != epoch or member.state != UNREVOKED_PARTITIONS)):
             return []
         self.records = []
+        was_consumer_protocol = member.classic is None
         self.fence(group, member, reason)
-        return self._take_records()
+        records = self._take_records()
+        if was_consumer_protocol:
+            records += self.shard.migration.maybe_downgrade(group)
+        return records
 
     # ================================================================ metadata, regexes
     def _refresh_regexes(self, group: ConsumerGroup) -> bool:
@@ -558,3 +604,15 @@ def _is_subset(owned: Assignment | None, assigned: Assignment) -> bool:
     if owned is None:
         return False
     return all(parts <= assigned.get(tid, frozenset()) for tid, parts in owned.items())
+
+
+def _join_key(group_id: str, member_id: str) -> str:
+    return f"consumer-join:{group_id}:{member_id}"
+
+
+ConsumerGroups.write_member_metadata = ConsumerGroups._write_member_metadata
+ConsumerGroups.write_group_epoch = ConsumerGroups._write_group_epoch
+ConsumerGroups.write_target = ConsumerGroups._write_target
+ConsumerGroups.write_current = ConsumerGroups._write_current
+ConsumerGroups.add_member = ConsumerGroups._add_member
+ConsumerGroups.metadata_hash = ConsumerGroups._metadata_hash

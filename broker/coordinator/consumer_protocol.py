@@ -53,3 +53,25 @@ def assigned_partitions(assignment: bytes | None) -> set[tuple[str, int]] | None
     if asg is None:
         return None
     return {(tp.topic, p) for tp in asg.assigned_partitions for p in tp.partitions}
+
+
+def parse_subscription(metadata: bytes | None):
+    """(version, ConsumerProtocolSubscription) or None."""
+    sub = _parse("subscription", metadata)
+    if sub is None:
+        return None
+    return _I16.unpack_from(metadata, 0)[0], sub
+
+
+def parse_assignment(assignment: bytes | None):
+    return _parse("assignment", assignment)
+
+
+def encode_assignment(partitions: dict[str, list[int]], version: int = 0) -> bytes:
+    """ConsumerProtocolAssignment bytes (no user data) at ``version`` (capped at kio's newest)."""
+    from protocol.codec import build, encode
+
+    v = max(0, min(version, _MAX_VERSION))
+    cls = _schema("assignment", v)
+    body = build(cls, {"assigned_partitions": [{"topic": t, "partitions": sorted(p)} for t, p in sorted(partitions.items()) if p], "user_data": None})
+    return _I16.pack(v) + encode(body)

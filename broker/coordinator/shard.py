@@ -23,6 +23,7 @@ from protocol.group_records import (
 from .classic import ClassicGroups
 from .consumer import ConsumerGroups
 from .consumer_replay import CONSUMER_KEYS, replay_consumer
+from .migration import Migration
 from .classic_group import DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
 from .common import GroupConfig, Result, Timers
 from .offsets import CommitPartition, OffsetStore, expired_offsets, java_length, offset_record, validate_commit
@@ -64,6 +65,7 @@ class GroupShard:
         self.classic = ClassicGroups(self)
         self.metadata = metadata if metadata is not None else _EmptyMetadata()
         self.consumer = ConsumerGroups(self)
+        self.migration = Migration(self)
         self.skipped_records = 0
 
     # ================================================================ replay

@@ -3,6 +3,7 @@
 from protocol.errors import ErrorCode
 
 from ..coordinator.common import Result
+from ..coordinator.consumer_group import ConsumerGroup
 from ._groups import on_shard
 
 API_KEY = 13
@@ -20,7 +21,11 @@ async def handle(ctx, req):
         return {"throttle_time": 0, "error_code": ErrorCode.invalid_group_id, "members": []}
 
     def op(shard):
-        top, results, records = shard.classic.leave(req.group_id, members)
+        group = shard.groups.get(req.group_id)
+        if isinstance(group, ConsumerGroup):
+            top, results, records = shard.migration.classic_leave(group, members)
+        else:
+            top, results, records = shard.classic.leave(req.group_id, members)
         return Result(records=records, response=(top, results))
 
     error, body = await on_shard(ctx, req.group_id, "write", op)

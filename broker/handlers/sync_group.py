@@ -2,6 +2,8 @@
 
 from protocol.errors import ErrorCode
 
+from ..coordinator.common import Result
+from ..coordinator.consumer_group import ConsumerGroup
 from ._groups import on_shard
 
 API_KEY = 14
@@ -18,11 +20,11 @@ async def handle(ctx, req):
     if not req.group_id:
         return fail(ErrorCode.invalid_group_id)
     assignments = {a.member_id: a.assignment for a in req.assignments}
-    error, body = await on_shard(
-        ctx,
-        req.group_id,
-        "write",
-        lambda shard: shard.classic.sync(
+    def op(shard):
+        group = shard.groups.get(req.group_id)
+        if isinstance(group, ConsumerGroup):
+            return Result(response=shard.migration.classic_sync(group, req.member_id, getattr(req, "group_instance_id", None), req.generation_id, getattr(req, "protocol_type", None), getattr(req, "protocol_name", None)))
+        return shard.classic.sync(
             req.group_id,
             req.generation_id,
             req.member_id,
@@ -30,8 +32,9 @@ async def handle(ctx, req):
             getattr(req, "protocol_type", None),
             getattr(req, "protocol_name", None),
             assignments,
-        ),
-    )
+        )
+
+    error, body = await on_shard(ctx, req.group_id, "write", op)
     if error is not ErrorCode.none:
         return fail(error)
     return {"throttle_time": 0, **body}

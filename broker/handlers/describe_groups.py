@@ -8,7 +8,7 @@ with no error up to v5, and GROUP_ID_NOT_FOUND from v6 (KIP-1043).
 
 from protocol.errors import ErrorCode
 
-from ..coordinator.classic_group import STABLE
+from ..coordinator.classic_group import STABLE, ClassicGroup
 from ..coordinator.common import CoordinatorError
 from ._groups import coordinator
 
@@ -56,5 +56,6 @@ async def handle(ctx, req):
         except CoordinatorError as exc:
             out.append({"group_id": group_id, "error_code": exc.code, "error_message": None, "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})
             continue
-        out.append(describe(group_id, group, ctx.version))
+        # a KIP-848 group is not a classic group: Dead below v6, GROUP_ID_NOT_FOUND from v6
+        out.append(describe(group_id, group if isinstance(group, ClassicGroup) else None, ctx.version))
     return {"throttle_time": 0, "groups": out}

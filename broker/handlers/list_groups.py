@@ -2,6 +2,7 @@
 
 from protocol.errors import ErrorCode
 
+from ..coordinator.consumer_group import ConsumerGroup
 from ..coordinator.runtime import ACTIVE, LOADING
 from ._groups import coordinator
 
@@ -20,9 +21,10 @@ async def handle(ctx, req):
         if shard.state != ACTIVE:
             continue
         for g in shard.shard.list_groups():
+            kind = "consumer" if isinstance(g, ConsumerGroup) else "classic"
             if states and g.state.lower() not in states:
                 continue
-            if types and "classic" not in types:
+            if types and kind not in types:
                 continue
-            groups.append({"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state, "group_type": "classic"})
+            groups.append({"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state, "group_type": kind})
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}

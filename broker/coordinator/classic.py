@@ -113,9 +113,10 @@ class ClassicGroups:
             _resolve(fut, join_error(ErrorCode.inconsistent_group_protocol, p.member_id))
             return Result(response=fut)
         if not self._accept_joining_member(group, p.member_id):
-            member = group.members.get(p.member_id)
-            if member is not None:
-                records += self._remove_member_and_update(group, member, "group is at its maximum size")
+            # like Kafka's group.remove(memberId): no rebalance or join completion is triggered
+            if group.remove(p.member_id) is not None:
+                self._event(group, "member removed: group at its maximum size", member=p.member_id)
+            group.pending_members.discard(p.member_id)
             _resolve(fut, join_error(ErrorCode.group_max_size_reached, ""))
             return Result(records=records, response=fut)
         if p.member_id == "":
@@ -218,7 +219,8 @@ class ClassicGroups:
             is_new=True,
         )
         group.add(member)
-        if group.state == PREPARING_REBALANCE and group.generation == 0:
+        # the initial rebalance (entered from Empty, at any generation) may be extended
+        if group.state == PREPARING_REBALANCE and group.previous_state == EMPTY:
             group.new_member_added = True
         # a parked joiner cannot heartbeat: new members get the 5-minute join timeout
         self.timers.schedule(_hb_key(group.group_id, member_id), self.config.new_member_join_timeout_ms, lambda: self._expire_heartbeat(group.group_id, member_id))
@@ -321,11 +323,13 @@ class ClassicGroups:
         if not group.members:
             group.protocol_name = None
             group.leader_id = None
+            group.subscribed = group.subscribed_topics()
             group.transition(EMPTY, now)
             record = group.record()
             self._finish_rebalance(group, join_ms=join_ms, sync_ms=0)
             return [record]
         group.protocol_name = group.select_protocol()
+        group.subscribed = group.subscribed_topics()
         group.transition(COMPLETING_REBALANCE, now)
         if group.rebalance is not None:
             group.rebalance["join_done_ms"] = now
@@ -400,6 +404,7 @@ class ClassicGroups:
             if member.sync_future is not None:
                 _resolve(member.sync_future, {"error_code": error, "assignment": b""})
                 member.sync_future = None
+                self._schedule_heartbeat(group, member)
 
     def _finish_rebalance(self, group: ClassicGroup, *, join_ms: int, sync_ms: int) -> None:
         info = group.rebalance or {}
@@ -446,6 +451,7 @@ class ClassicGroups:
             _resolve(old.sync_future, {"error_code": ErrorCode.fenced_instance_id, "assignment": b""})
         self.timers.cancel(_hb_key(group.group_id, old_id))
         member = group.replace_static(old_id, new_id)
+        self._schedule_heartbeat(group, member)
         group.update_protocols(member, list(p.protocols))
         member.rebalance_timeout_ms = p.rebalance_timeout_ms
         member.session_timeout_ms = p.session_timeout_ms
@@ -466,7 +472,6 @@ class ClassicGroups:
                         _resolve(fut, self._join_response(group, member, with_members=is_leader, skip=is_leader))
                     else:
                         _resolve(fut, self._join_response(group, member, with_members=False, leader=old_leader or ""))
-                    self._schedule_heartbeat(group, member)
 
                 def on_failure(error):
                     # put the old member back as it was
@@ -478,7 +483,6 @@ class ClassicGroups:
                         self._schedule_heartbeat(group, back)
                     _resolve(fut, join_error(error, ""))
 
-                self._schedule_heartbeat(group, member)
                 return [Result(records=[record], on_commit=on_commit, on_failure=on_failure)]
             return self._update_member_and_rebalance(group, member, p, fut, f"Static member {p.group_instance_id} rejoined with a protocol change")
         if group.state == COMPLETING_REBALANCE:
@@ -514,7 +518,6 @@ class ClassicGroups:
         member = group.members[member_id]
         self._remove_pending_sync(group, member_id)
         if group.state == STABLE:
-            self._schedule_heartbeat(group, member)
             _resolve(fut, self._sync_response(group, member.assignment))
             return Result(response=fut)
         # CompletingRebalance: park; the leader's assignment completes everyone
@@ -535,7 +538,7 @@ class ClassicGroups:
                 if m.sync_future is not None:
                     _resolve(m.sync_future, self._sync_response(group, m.assignment))
                     m.sync_future = None
-                self._schedule_heartbeat(group, m)
+                    self._schedule_heartbeat(group, m)  # Kafka: only for the members answered
             group.transition(STABLE, self.now())
             info = group.rebalance or {}
             now = self.now()
@@ -625,7 +628,6 @@ class ClassicGroups:
             return ErrorCode.coordinator_not_available, [], []
         results = []
         removed = []
-        pending_records: list = []
         for member_id, instance_id, reason in members:
             entry = {"member_id": member_id, "group_instance_id": instance_id}
             if member_id == "":
@@ -638,8 +640,7 @@ class ClassicGroups:
                 group.pending_members.discard(member_id)
                 self.timers.cancel(_hb_key(group_id, member_id))
                 results.append({**entry, "error_code": ErrorCode.none})
-                if group.state == PREPARING_REBALANCE:
-                    pending_records += self._maybe_complete_join(group)
+                removed.append(member_id)
                 continue
             else:
                 error = self.validate_member(group, member_id, instance_id)
@@ -656,7 +657,7 @@ class ClassicGroups:
             self._note_left(group, member_id, f"left the group; client reason: {reason or 'not provided'}")
             results.append({**entry, "error_code": ErrorCode.none})
             removed.append(member_id)
-        records: list = pending_records
+        records: list = []
         if removed:
             why = f"Removing members {removed} on LeaveGroup"
             if group.state in (STABLE, COMPLETING_REBALANCE):

@@ -90,6 +90,8 @@ class ClassicGroup:
     pending_sync: set[str] = field(default_factory=set)
     protocol_counts: Counter = field(default_factory=Counter)
     new_member_added: bool = False
+    # Kafka's cached subscribedTopics: computed when a generation starts and at load, not live
+    subscribed: frozenset[str] | None = None
     # rebalance bookkeeping for the structured rebalance event
     rebalance: dict | None = None
 
@@ -204,8 +206,12 @@ class ClassicGroup:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def subscribed_topics(self) -> frozenset[str] | None:
-        """Topics the members subscribe to, or None if unknown (not parseable)."""
-        if self.protocol_type != "consumer" or self.protocol_name is None:
+        """Topics the members subscribe to, or None if unknown (Kafka's computeSubscribedTopics)."""
+        if self.protocol_type != "consumer":
+            return None
+        if not self.members:
+            return frozenset()
+        if self.protocol_name is None:
             return None
         topics: set[str] = set()
         for m in self.members.values():
@@ -214,6 +220,12 @@ class ClassicGroup:
                 return None
             topics |= subs
         return frozenset(topics)
+
+    def is_subscribed(self, topic: str) -> bool:
+        """Kafka's isSubscribedToTopic: unknown subscriptions count as all topics for "consumer" groups."""
+        if self.subscribed is not None:
+            return topic in self.subscribed
+        return self.protocol_type == "consumer"
 
     # -- persistence ------------------------------------------------------
     def record(self, assignments: dict[str, bytes] | None = None) -> tuple[bytes, bytes]:
@@ -265,4 +277,5 @@ class ClassicGroup:
             group.add(member)
         group.leader_id = value.leader if value.leader in group.members else group.leader_id
         group.state = STABLE if group.members else EMPTY
+        group.subscribed = group.subscribed_topics()
         return group

@@ -82,14 +82,16 @@ def validate_commit(classic, group: ClassicGroup | None, *, version: int, genera
         return ErrorCode.group_id_not_found if version >= 9 else ErrorCode.illegal_generation
     if group.state == DEAD:
         return ErrorCode.coordinator_not_available
+    if generation < 0 and group.state == EMPTY:
+        return None  # admin client or standalone consumer, whatever member id it sends
     if generation >= 0 or member_id or instance_id is not None:
         error = classic.validate_member(group, member_id, instance_id)
         if error is not None:
             return error
         if generation != group.generation:
             return ErrorCode.illegal_generation
-    elif group.state != EMPTY:
-        return ErrorCode.unknown_member_id
+    else:
+        return ErrorCode.unknown_member_id  # no member id, generation < 0, group not Empty
     if group.state == COMPLETING_REBALANCE:
         return ErrorCode.rebalance_in_progress
     return None
@@ -99,11 +101,10 @@ def expired_offsets(group: ClassicGroup | None, offsets: dict[TopicPartition, Of
     """KIP-211 / KIP-496 expiry for one classic group's offsets."""
     if group is None:
         return []
-    subscribed: frozenset[str] | None = frozenset()
     if group.protocol_type:
         if group.state == EMPTY:
             base_of = (lambda v: group.state_timestamp if group.state_timestamp >= 0 else v.commit_timestamp)  # noqa: E731
-        elif group.state == STABLE and group.protocol_type == "consumer" and (subscribed := group.subscribed_topics()) is not None:
+        elif group.state == STABLE and group.protocol_type == "consumer" and group.subscribed is not None:
             base_of = (lambda v: v.commit_timestamp)  # noqa: E731
         else:
             return []
@@ -111,7 +112,7 @@ def expired_offsets(group: ClassicGroup | None, offsets: dict[TopicPartition, Of
         base_of = (lambda v: v.commit_timestamp)  # noqa: E731
     out = []
     for tp, value in offsets.items():
-        if subscribed and tp[0] in subscribed:
+        if group.is_subscribed(tp[0]):
             continue
         if value.expire_timestamp >= 0:
             if now_ms >= value.expire_timestamp:

@@ -15,7 +15,7 @@ On-disk layout of a partition directory::
                                      otherwise it is fully CRC-validated and truncated
                                      at the first torn/corrupt batch
 
-Transient files (see compaction / recovery below)::
+Transient files (see compaction.py / recovery.py)::
 
     <base>.index.tmp, <base>.timeindex.tmp, log-start-offset.tmp   atomic-rename temps
     <base>-<end>.cleaned    compaction output being written   (deleted on recovery)
@@ -37,6 +37,11 @@ Threading model
 * The segment list is copy-on-write: readers take a snapshot (``_view``) without
   locking; a segment dropped by retention or compaction keeps its file
   descriptor open until the last reference goes away.
+
+This module holds appends, reads, truncation, durability and retention.
+Open-time recovery lives in recovery.py and compaction in compaction.py; the
+methods here that run them (``open``, ``cleanable_info``,
+``needs_compaction``, ``compact``) delegate to those modules.
 """
 
 from __future__ import annotations
@@ -53,15 +58,12 @@ from collections.abc import Callable, Iterable, Sequence
 
 from protocol.records import (
     BatchHeader,
-    CorruptRecordError,
-    build_batch,
-    build_empty_batch,
-    iter_records,
-    parse_control_key,
     patch_base_offset,
     set_log_append_time,
 )
 
+from . import compaction
+from .compaction import CompactionStats
 from .config import LogConfig
 from .errors import (
     InvalidOffsetError,
@@ -70,17 +72,12 @@ from .errors import (
     RecordBatchTooLargeError,
 )
 from .index import write_file_atomic
-from .segment import LOG_SUFFIX, Segment, parse_segment_name, segment_name
+from .recovery import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, _fsync_dir, _unlink, recover
+from .segment import _REL_MAX, Segment
 
 __all__ = ["PartitionLog", "AppendResult", "CompactionStats"]
 
 log = logging.getLogger(__name__)
-
-LOG_START_FILE = "log-start-offset"
-CLEAN_SHUTDOWN_FILE = "clean-shutdown"
-_REL_MAX = 0x7FFFFFFF
-_WRITE_CHUNK = 4 << 20
-_CONTROL_COMMIT = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,18 +87,6 @@ class AppendResult:
     max_timestamp: int
     offset_of_max_timestamp: int
     log_append_time_ms: int  # -1 unless message.timestamp.type=LogAppendTime
-
-
-@dataclass(slots=True)
-class CompactionStats:
-    segments_in: int = 0
-    segments_out: int = 0
-    bytes_in: int = 0
-    bytes_out: int = 0
-    records_in: int = 0
-    records_out: int = 0
-    tombstones_dropped: int = 0
-    aborted: bool = False
 
 
 class _View:
@@ -114,29 +99,9 @@ class _View:
         self.bases = [s.base_offset for s in segs]
         self.log_start = log_start
 
-
-class _Abort(Exception):
-    pass
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _unlink(p: Path) -> None:
-    try:
-        p.unlink()
-    except FileNotFoundError:
-        pass
+    def with_segments(self, segs: tuple[Segment, ...]) -> _View:
+        """The same snapshot with another segment list (same log start offset)."""
+        return _View(segs, self.log_start)
 
 
 class PartitionLog:
@@ -172,99 +137,12 @@ class PartitionLog:
         return int(self._clock() * 1000)
 
     def _recover(self) -> None:
-        d = self.path
-        cfg = self.config
-        names = os.listdir(d)
-        # 1. temporary files of interrupted operations
-        for n in names:
-            if n.endswith(".cleaned") or n.endswith(".tmp"):
-                log.info("recovery: removing leftover %s", d / n)
-                _unlink(d / n)
-        for n in sorted(x for x in names if x.endswith(".swap")):
-            self._complete_swap(n)
-        names = os.listdir(d)
-        bases = sorted(b for n in names if n.endswith(LOG_SUFFIX) and (b := parse_segment_name(n)) is not None)
-        base_set = set(bases)
-        for n in names:
-            if n.endswith(".index") or n.endswith(".timeindex"):
-                b = parse_segment_name(n)
-                if b is not None and b not in base_set:
-                    _unlink(d / n)
-        # 2. open segments; the last one is fully validated unless shut down cleanly
-        clean = CLEAN_SHUTDOWN_FILE in names
-        if clean:
-            _unlink(d / CLEAN_SHUTDOWN_FILE)
-            _fsync_dir(d)
-        segs: list[Segment] = []
-        for i, b in enumerate(bases):
-            last = i == len(bases) - 1
-            seg, truncated = Segment.open(
-                d, b, cfg.segment_index_bytes, cfg.index_interval_bytes, full_scan=last and not clean
-            )
-            if segs and seg.base_offset < segs[-1].next_offset:
-                log.warning("recovery: segment %s overlaps its predecessor; dropping it and later ones", seg.log_path)
-                seg.fh.close()
-                for later in bases[i:]:
-                    self._delete_segment_files(later)
-                break
-            segs.append(seg)
-            if not seg.indexes_saved and not last:
-                seg.seal()
-                self._pending_seal.append(seg)
-            if truncated is not None and not last:
-                log.warning("recovery: corrupt segment %s was not the last; dropping later segments", seg.log_path)
-                for later in bases[i + 1:]:
-                    self._delete_segment_files(later)
-                break
-        stored_start = self._read_log_start()
-        if not segs:
-            start = stored_start or 0
-            segs.append(Segment.create(d, start, cfg.segment_index_bytes, cfg.index_interval_bytes))
-            self._dir_dirty = True
-        active = segs[-1]
-        if active in self._pending_seal:
-            self._pending_seal.remove(active)
-        active.indexes_saved = False
-        now = self._now_ms()
-        if active.first_batch_time_ms is not None and not 0 <= active.first_batch_time_ms <= now:
-            active.first_batch_time_ms = now
-        leo = max(s.next_offset for s in segs)
-        log_start = segs[0].base_offset
-        if stored_start is not None:
-            log_start = max(log_start, min(stored_start, leo))
-        self._leo = leo
-        self._view = _View(tuple(segs), log_start)
-        self._clean_upto = log_start
-
-    def _complete_swap(self, name: str) -> None:
-        d = self.path
-        stem = name[: -len(".swap")]
-        try:
-            b_s, e_s = stem.split("-")
-            b, e = int(b_s), int(e_s)
-        except ValueError:
-            log.warning("recovery: unrecognised swap file %s; removing it", d / name)
-            _unlink(d / name)
-            return
-        log.info("recovery: completing interrupted compaction swap %s", d / name)
-        for n in os.listdir(d):
-            x = parse_segment_name(n)
-            if x is not None and b <= x < e and (
-                n.endswith(LOG_SUFFIX) or n.endswith(".index") or n.endswith(".timeindex")
-            ):
-                _unlink(d / n)
-        os.replace(d / name, d / (segment_name(b) + LOG_SUFFIX))
-        _fsync_dir(d)
-
-    def _delete_segment_files(self, base: int) -> None:
-        for suffix in (LOG_SUFFIX, ".index", ".timeindex"):
-            _unlink(self.path / (segment_name(base) + suffix))
-
-    def _read_log_start(self) -> int | None:
-        try:
-            return int((self.path / LOG_START_FILE).read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
+        r = recover(self.path, self.config, self._now_ms)
+        self._pending_seal = r.pending_seal
+        self._dir_dirty = r.dir_dirty
+        self._leo = r.leo
+        self._view = _View(r.segments, r.log_start)
+        self._clean_upto = r.log_start
 
     def _write_log_start(self, offset: int) -> None:
         write_file_atomic(
@@ -728,33 +606,13 @@ class PartitionLog:
             log.info("retention: deleted %d segment(s) of %s; log start offset now %d", k, self.path, new_start)
             return k
 
-    # ------------------------------------------------------------------ compaction
+    # ------------------------------------------------------------------ compaction (compaction.py)
     def cleanable_info(self, now_ms: int | None = None) -> tuple[int, int, bool]:
         """(dirty bytes, cleanable bytes, tombstone horizon passed) of the non-active segments."""
-        cfg = self.config
-        now = self._now_ms() if now_ms is None else now_ms
-        segs = self._view.segs[:-1]
-        lag_limit = now - cfg.min_compaction_lag_ms
-        total = dirty = 0
-        horizon = False
-        for s in segs:
-            if cfg.min_compaction_lag_ms > 0 and s.max_timestamp > lag_limit:
-                break
-            total += s.size
-            if s.next_offset > self._clean_upto:
-                dirty += s.size
-            if s.min_delete_horizon is not None and s.min_delete_horizon <= now:
-                horizon = True
-        return dirty, total, horizon
+        return compaction.cleanable_info(self, now_ms)
 
     def needs_compaction(self, now_ms: int | None = None) -> bool:
-        cfg = self.config
-        if not cfg.compact or self._closed:
-            return False
-        dirty, total, horizon = self.cleanable_info(now_ms)
-        if horizon:
-            return True
-        return dirty > 0 and total > 0 and dirty / total >= cfg.min_cleanable_dirty_ratio
+        return compaction.needs_compaction(self, now_ms)
 
     def compact(self, now_ms: int | None = None) -> CompactionStats | None:
         """Clean the non-active segments (keep the latest record per key).
@@ -764,306 +622,7 @@ class PartitionLog:
         the in-memory segment list under the lock, then replaces the old files.
         Returns None when there is nothing to clean.
         """
-        cfg = self.config
-        if not cfg.compact or self._closed:
-            return None
-        now = self._now_ms() if now_ms is None else now_ms
-        with self._maint_lock:
-            if self._closing:
-                return None
-            with self._flush_lock:
-                self._process_pending_locked()
-            with self._lock:
-                view = self._view
-                epoch = self._epoch
-                active_end = view.segs[-1].size
-                clean_upto = self._clean_upto
-            segs = view.segs
-            lag_limit = now - cfg.min_compaction_lag_ms
-            cleanable: list[Segment] = []
-            for s in segs[:-1]:
-                if not s.indexes_saved:
-                    break
-                if cfg.min_compaction_lag_ms > 0 and s.max_timestamp > lag_limit:
-                    break
-                cleanable.append(s)
-            if not cleanable:
-                return None
-            first_uncleanable = segs[len(cleanable)].base_offset
-            stats = CompactionStats()
-            try:
-                offset_map, producer_last, aborted = self._build_offset_map(segs, active_end, clean_upto)
-                groups = self._group_segments(cleanable)
-                for group in groups:
-                    after = segs[segs.index(group[-1]) + 1]
-                    self._clean_group(group, after.base_offset, offset_map, producer_last, aborted, now, epoch, stats)
-            except _Abort:
-                stats.aborted = True
-                return stats
-            except Exception:
-                # a concurrent truncate_to/close can make the snapshot unreadable
-                if self._closing or self._closed or self._epoch != epoch:
-                    stats.aborted = True
-                    return stats
-                raise
-            with self._lock:
-                if self._epoch == epoch:
-                    self._clean_upto = max(self._clean_upto, first_uncleanable)
-            log.info(
-                "compaction of %s: %d -> %d segments, %d -> %d bytes, %d -> %d records",
-                self.path, stats.segments_in, stats.segments_out, stats.bytes_in, stats.bytes_out,
-                stats.records_in, stats.records_out,
-            )
-            return stats
-
-    def _check_abort(self, epoch: int) -> None:
-        if self._closing or self._closed or self._epoch != epoch:
-            raise _Abort()
-
-    def _build_offset_map(
-        self, segs: tuple[Segment, ...], active_end: int, clean_upto: int
-    ) -> tuple[dict[bytes, int], dict[int, int], set[int]]:
-        """key -> latest committed offset (dirty part), producer -> last batch offset,
-        and base offsets of aborted transactional batches."""
-        offset_map: dict[bytes, int] = {}
-        producer_last: dict[int, int] = {}
-        aborted: set[int] = set()
-        open_txns: dict[int, list[tuple[int, list[tuple[bytes, int]] | None]]] = {}
-        epoch = self._epoch
-        last_index = len(segs) - 1
-        for i, seg in enumerate(segs):
-            self._check_abort(epoch)
-            end = active_end if i == last_index else seg.size
-            if seg.next_offset <= clean_upto and i != last_index:
-                # clean section: headers only (control batches decoded individually)
-                for pos, hdr in seg.iter_headers(0, end):
-                    if hdr.producer_id >= 0:
-                        producer_last[hdr.producer_id] = hdr.base_offset + hdr.last_offset_delta
-                    if hdr.is_transactional:
-                        if hdr.is_control:
-                            self._end_txn(seg.fh.pread(hdr.size, pos), hdr, open_txns, offset_map, aborted)
-                        else:
-                            open_txns.setdefault(hdr.producer_id, []).append((hdr.base_offset, None))
-                continue
-            for _pos, hdr, data in seg.iter_batches(0, end):
-                if self._closing:
-                    raise _Abort()
-                last = hdr.base_offset + hdr.last_offset_delta
-                if hdr.producer_id >= 0:
-                    producer_last[hdr.producer_id] = last
-                if hdr.is_control:
-                    if hdr.is_transactional:
-                        self._end_txn(data, hdr, open_txns, offset_map, aborted)
-                    continue
-                dirty = last >= clean_upto
-                if hdr.is_transactional:
-                    keys = None
-                    if dirty:
-                        keys = [(r.key, r.offset) for r in iter_records(data) if r.key is not None]
-                    open_txns.setdefault(hdr.producer_id, []).append((hdr.base_offset, keys))
-                elif dirty:
-                    for r in iter_records(data):
-                        if r.key is not None:
-                            offset_map[r.key] = r.offset
-        return offset_map, producer_last, aborted
-
-    @staticmethod
-    def _end_txn(data, hdr: BatchHeader, open_txns, offset_map: dict[bytes, int], aborted: set[int]) -> None:
-        txn = open_txns.pop(hdr.producer_id, [])
-        commit = False
-        try:
-            for rec in iter_records(data):
-                commit = parse_control_key(rec.key)[1] == _CONTROL_COMMIT
-                break
-        except (CorruptRecordError, ValueError):
-            return
-        if commit:
-            for _base, keys in txn:
-                if keys:
-                    for k, off in keys:
-                        if off > offset_map.get(k, -1):
-                            offset_map[k] = off
-        else:
-            for base, _keys in txn:
-                aborted.add(base)
-
-    def _group_segments(self, segs: list[Segment]) -> list[list[Segment]]:
-        cfg = self.config
-        max_idx_entries = cfg.segment_index_bytes // 12
-        groups: list[list[Segment]] = []
-        cur: list[Segment] = []
-        size = entries = 0
-        for s in segs:
-            if cur and (
-                size + s.size > cfg.segment_bytes
-                or entries + len(s.index) + len(s.time_index) + 2 > max_idx_entries
-                or s.next_offset - 1 - cur[0].base_offset > _REL_MAX
-            ):
-                groups.append(cur)
-                cur, size, entries = [], 0, 0
-            cur.append(s)
-            size += s.size
-            entries += len(s.index) + len(s.time_index)
-        if cur:
-            groups.append(cur)
-        return groups
-
-    def _clean_group(
-        self,
-        group: list[Segment],
-        end_base: int,
-        offset_map: dict[bytes, int],
-        producer_last: dict[int, int],
-        aborted: set[int],
-        now: int,
-        epoch: int,
-        stats: CompactionStats,
-    ) -> None:
-        cfg = self.config
-        d = self.path
-        base = group[0].base_offset
-        stem = f"{segment_name(base)}-{segment_name(end_base)}"
-        cleaned_path = d / (stem + ".cleaned")
-        swap_path = d / (stem + ".swap")
-        new = Segment.create(d, base, cfg.segment_index_bytes, cfg.index_interval_bytes, path=cleaned_path)
-        committed = False
-        try:
-            out: list[bytes | memoryview] = []
-            out_len = 0
-            written = 0
-            min_horizon: int | None = None
-
-            def emit(data: bytes | memoryview, last: int, max_ts: int) -> None:
-                nonlocal out_len, written
-                n = len(data)
-                new.note_batch(written + out_len, last, max_ts, n)
-                out.append(data)
-                out_len += n
-                if out_len >= _WRITE_CHUNK:
-                    new.fh.pwrite_all(b"".join(out), written)
-                    written += out_len
-                    out.clear()
-                    out_len = 0
-
-            for seg in group:
-                stats.segments_in += 1
-                stats.bytes_in += seg.size
-                for _pos, hdr, data in seg.iter_batches():
-                    self._check_abort(epoch)
-                    last = hdr.base_offset + hdr.last_offset_delta
-                    stats.records_in += hdr.records_count
-                    if hdr.is_control:
-                        stats.records_out += hdr.records_count
-                        emit(bytes(data), last, hdr.max_timestamp)
-                        continue
-                    horizon = hdr.delete_horizon_ms
-                    if hdr.is_transactional and hdr.base_offset in aborted:
-                        records = []
-                        retained = []
-                        has_tombstone = False
-                    else:
-                        records = list(iter_records(data))
-                        retained = []
-                        has_tombstone = False
-                        for r in records:
-                            k = r.key
-                            if k is not None:
-                                latest = offset_map.get(k)
-                                if latest is not None and latest > r.offset:
-                                    continue
-                                if r.value is None:
-                                    if horizon is not None and horizon <= now:
-                                        stats.tombstones_dropped += 1
-                                        continue
-                                    has_tombstone = True
-                            retained.append(r)
-                    new_horizon = None
-                    if has_tombstone:
-                        new_horizon = horizon if horizon is not None else now + cfg.delete_retention_ms
-                        min_horizon = new_horizon if min_horizon is None else min(min_horizon, new_horizon)
-                    if retained and len(retained) == len(records) and new_horizon == horizon:
-                        stats.records_out += len(retained)
-                        emit(bytes(data), last, hdr.max_timestamp)
-                    elif retained:
-                        stats.records_out += len(retained)
-                        batch = build_batch(
-                            retained,
-                            base_offset=hdr.base_offset,
-                            compression=hdr.compression,
-                            producer_id=hdr.producer_id,
-                            producer_epoch=hdr.producer_epoch,
-                            base_sequence=hdr.base_sequence,
-                            is_transactional=hdr.is_transactional,
-                            timestamp_type=hdr.timestamp_type,
-                            partition_leader_epoch=hdr.partition_leader_epoch,
-                            delete_horizon_ms=new_horizon,
-                        )
-                        emit(batch, retained[-1].offset, max(r.timestamp for r in retained))
-                    elif hdr.producer_id >= 0 and producer_last.get(hdr.producer_id) == last:
-                        # keep an empty batch: the producer's last sequence/epoch must survive
-                        batch = build_empty_batch(
-                            base_offset=hdr.base_offset,
-                            last_offset_delta=hdr.last_offset_delta,
-                            base_timestamp=hdr.base_timestamp if horizon is None else hdr.max_timestamp,
-                            max_timestamp=hdr.max_timestamp,
-                            producer_id=hdr.producer_id,
-                            producer_epoch=hdr.producer_epoch,
-                            base_sequence=hdr.base_sequence,
-                            is_transactional=hdr.is_transactional,
-                            timestamp_type=hdr.timestamp_type,
-                            partition_leader_epoch=hdr.partition_leader_epoch,
-                        )
-                        emit(batch, last, hdr.max_timestamp)
-            if out:
-                new.fh.pwrite_all(b"".join(out), written)
-                written += out_len
-                out.clear()
-            new.size = written
-            new.seal()
-            new.min_delete_horizon = min_horizon
-            if cfg.fsync != "never":
-                new.fh.fsync()
-            new.flushed_size = written
-            self._hook("cleaned")
-            sync = cfg.fsync != "never"
-            os.replace(cleaned_path, swap_path)  # commit point
-            if sync:
-                _fsync_dir(d)
-            self._hook("swap")
-            with self._lock:
-                cur = self._view.segs
-                try:
-                    i = cur.index(group[0])
-                except ValueError:
-                    i = -1
-                if (
-                    i < 0
-                    or self._closed
-                    or self._epoch != epoch
-                    or cur[i:i + len(group)] != tuple(group)
-                ):
-                    raise _Abort()
-                self._view = _View(cur[:i] + (new,) + cur[i + len(group):], self._view.log_start)
-                committed = True
-            for seg in group:
-                seg.delete_files()
-            self._hook("deleted")
-            os.replace(swap_path, new.log_path)
-            new.save_indexes(fsync=sync)
-            if sync:
-                _fsync_dir(d)
-            stats.segments_out += 1
-            stats.bytes_out += written
-        except Exception:
-            if not committed:
-                _unlink(cleaned_path)
-                _unlink(swap_path)
-                new.fh.close()
-            raise
-
-    def _hook(self, stage: str) -> None:
-        if self._crash_hook is not None:
-            self._crash_hook(stage)
+        return compaction.compact(self, now_ms)
 
     # ------------------------------------------------------------------ misc
     def __repr__(self) -> str:

@@ -87,6 +87,9 @@ class ConsumerGroup:
                     names.update(resolved[0])
         return names
 
+    def is_subscribed(self, topic: str) -> bool:
+        return topic in self.subscribed_topic_names()
+
     def member_topics(self, member: ConsumerMember) -> frozenset[str]:
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex is not None:

@@ -282,7 +282,6 @@ class Migration:
         meta = self.shard.metadata
         gid = group.group_id
         classic = ClassicGroup(gid, state=STABLE, generation=group.group_epoch, protocol_type="consumer", state_timestamp=self.shard.now_ms())
-        protocol = None
         for cm in group.members.values():
             protocols = [(pr.name, pr.metadata) for pr in cm.classic.supported_protocols]
             partitions = {meta.by_id[tid]: sorted(parts) for tid, parts in cm.assigned.items() if tid in meta.by_id}
@@ -300,8 +299,8 @@ class Migration:
             )
             classic.add(member)
             consumer.cancel_member_timers(group, cm)
-        protocol = classic.select_protocol()
-        classic.protocol_name = protocol
+        classic.protocol_name = classic.select_protocol()
+        classic.subscribed = classic.subscribed_topics()
         consumer.delete_group_records(group)
         self.shard.groups[gid] = classic
         records = consumer._take_records()

@@ -97,6 +97,47 @@ def validate_commit(classic, group: ClassicGroup | None, *, version: int, genera
     return None
 
 
+def validate_consumer_commit(group, *, version: int, epoch: int, member_id: str) -> ErrorCode | None:
+    """OffsetCommit against a KIP-848 group (section 3.10 of the reference)."""
+    if epoch < 0 and not group.members:
+        return None  # admin or standalone commit
+    member = group.members.get(member_id)
+    if member is None:
+        return ErrorCode.unknown_member_id
+    if member.classic is None and version < 9:
+        return ErrorCode.unsupported_version
+    if epoch != member.member_epoch:
+        return ErrorCode.illegal_generation if member.classic is not None else ErrorCode.stale_member_epoch
+    return None
+
+
+def validate_consumer_fetch(group, *, member_id: str | None, epoch: int) -> ErrorCode | None:
+    """OffsetFetch v9+ with a member id and epoch, against a KIP-848 group."""
+    if member_id is None and epoch < 0:
+        return None
+    member = group.members.get(member_id or "")
+    if member is None:
+        return ErrorCode.unknown_member_id
+    if epoch != member.member_epoch:
+        return ErrorCode.illegal_generation if member.classic is not None else ErrorCode.stale_member_epoch
+    return None
+
+
+def expired_consumer_offsets(group, offsets: dict[TopicPartition, OffsetCommitValue], now_ms: int, retention_ms: int) -> list[TopicPartition]:
+    """KIP-848 groups: each offset ages from its commit, and only for unsubscribed topics."""
+    subscribed = group.subscribed_topic_names()
+    out = []
+    for tp, value in offsets.items():
+        if tp[0] in subscribed:
+            continue
+        if value.expire_timestamp >= 0:
+            if now_ms >= value.expire_timestamp:
+                out.append(tp)
+        elif now_ms - value.commit_timestamp >= retention_ms:
+            out.append(tp)
+    return out
+
+
 def expired_offsets(group: ClassicGroup | None, offsets: dict[TopicPartition, OffsetCommitValue], now_ms: int, retention_ms: int) -> list[TopicPartition]:
     """KIP-211 / KIP-496 expiry for one classic group's offsets."""
     if group is None:

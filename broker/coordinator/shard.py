@@ -22,11 +22,22 @@ from protocol.group_records import (
 
 from .classic import ClassicGroups
 from .consumer import ConsumerGroups
+from .consumer_group import ConsumerGroup
 from .consumer_replay import CONSUMER_KEYS, replay_consumer
 from .migration import Migration
 from .classic_group import DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
 from .common import GroupConfig, Result, Timers
-from .offsets import CommitPartition, OffsetStore, expired_offsets, java_length, offset_record, validate_commit
+from .offsets import (
+    CommitPartition,
+    OffsetStore,
+    expired_consumer_offsets,
+    expired_offsets,
+    java_length,
+    offset_record,
+    validate_commit,
+    validate_consumer_commit,
+    validate_consumer_fetch,
+)
 
 RETENTION_TIMER = "offsets-retention"
 
@@ -136,12 +147,15 @@ class GroupShard:
     def offset_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int,
                       retention_ms: int, partitions: list[CommitPartition]) -> Result:
         group = self.groups.get(group_id)
-        error = validate_commit(self.classic, group, version=version, generation=generation, member_id=member_id, instance_id=instance_id)
+        if isinstance(group, ConsumerGroup):
+            error = validate_consumer_commit(group, version=version, epoch=generation, member_id=member_id)
+        else:
+            error = validate_commit(self.classic, group, version=version, generation=generation, member_id=member_id, instance_id=instance_id)
         if error is not None:
             return Result(response=[(p.topic, p.partition, error) for p in partitions])
         if group is None:
             group = self.groups[group_id] = ClassicGroup(group_id, state_timestamp=self.now_ms())
-        else:
+        elif isinstance(group, ClassicGroup):
             self.classic.touch(group, member_id)
         now = self.now_ms()
         expire = now + retention_ms if 2 <= version <= 4 and retention_ms != -1 else -1
@@ -157,6 +171,12 @@ class GroupShard:
             records.append(offset_record(group_id, p.topic, p.partition, value))
             answer.append((p.topic, p.partition, ErrorCode.none))
         return Result(records=records, response=answer, replay=True)
+
+    def validate_fetch(self, group_id: str, member_id: str | None, epoch: int) -> ErrorCode | None:
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return validate_consumer_fetch(group, member_id=member_id, epoch=epoch)
+        return None
 
     def offset_fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None, *, stable: bool) -> list[tuple[str, int, OffsetCommitValue | None]]:
         view = (self.offsets.latest if stable else self.offsets.committed).get(group_id, {})
@@ -199,10 +219,17 @@ class GroupShard:
                 continue
             for topic, partition in list(self.offsets.latest.get(gid, {})):
                 records.append(offset_record(gid, topic, partition, None))
-            records.append(group.tombstone())
+            records += self._group_tombstones(group)
             answer.append((gid, ErrorCode.none))
             self.log.info("group deleted", group=gid)
         return Result(records=records, response=answer, replay=True)
+
+    def _group_tombstones(self, group) -> list:
+        if isinstance(group, ConsumerGroup):
+            self.consumer.records = []
+            self.consumer.delete_group_records(group)
+            return self.consumer._take_records()
+        return [group.tombstone()]
 
     def _retention_tick(self) -> list:
         self.timers.schedule(RETENTION_TIMER, self.config.offsets_retention_check_interval_ms, self._retention_tick)
@@ -215,13 +242,16 @@ class GroupShard:
         removed_groups = []
         for gid, group in list(self.groups.items()):
             offsets = self.offsets.latest.get(gid, {})
-            expired = expired_offsets(group, offsets, now, self.config.offsets_retention_ms)
+            if isinstance(group, ConsumerGroup):
+                expired = expired_consumer_offsets(group, offsets, now, self.config.offsets_retention_ms)
+            else:
+                expired = expired_offsets(group, offsets, now, self.config.offsets_retention_ms)
             for topic, partition in expired:
                 records.append(offset_record(gid, topic, partition, None))
             if expired:
                 self.log.info("offsets expired", group=gid, partitions=len(expired))
             if group.state == EMPTY and len(expired) == len(offsets):
-                records.append(group.tombstone())
+                records += self._group_tombstones(group)
                 removed_groups.append(gid)
         if removed_groups:
             self.log.info("groups expired", groups=removed_groups)

@@ -16,13 +16,16 @@ NAME = "OffsetFetch"
 VERSIONS = (1, 9)
 
 
-async def fetch_group(ctx, group_id: str, topics, stable: bool):
+async def fetch_group(ctx, group_id: str, topics, stable: bool, member_id: str | None = None, member_epoch: int = -1):
     """(error, [topic dicts])."""
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     try:
         shard = coordinator(ctx).shard_for(group_id)
         if stable:
             await shard.barrier()
+        error = await shard.read(lambda s: s.validate_fetch(group_id, member_id, member_epoch))
+        if error is not None:
+            return error, []
         rows = await shard.read(lambda s: s.offset_fetch(group_id, wanted, stable=stable))
     except CoordinatorError as exc:
         return exc.code, []
@@ -46,7 +49,7 @@ async def handle(ctx, req):
     if v >= 8:
         groups = []
         for g in req.groups:
-            error, topics = await fetch_group(ctx, g.group_id, g.topics, stable)
+            error, topics = await fetch_group(ctx, g.group_id, g.topics, stable, getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return {"throttle_time": 0, "groups": groups}
     error, topics = await fetch_group(ctx, req.group_id, req.topics, stable)

@@ -16,7 +16,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import group_records as gr
 from protocol.group_records import (
     ClassicMemberMetadata,
     ClassicProtocol,
@@ -850,7 +849,11 @@ def test_classic_member_metadata_null_marker():
 
 
 def test_caches_do_not_leak_between_distinct_keys(monkeypatch):
-    monkeypatch.setattr(gr, "_CACHE_MAX", 4)
+    from protocol.group_records import _codec
+    from protocol.group_records import classic as classic_records
+
+    monkeypatch.setattr(_codec, "_CACHE_MAX", 4)
+    monkeypatch.setattr(classic_records, "_CACHE_MAX", 4)
     keys = [OffsetCommitKey(f"g{i % 3}", f"t{i % 5}", i) for i in range(50)]
     for k in keys * 2:
         assert decode_key(encode_key(k)) == k

@@ -1,0 +1,333 @@
+"""Codecs for the records of the ``__consumer_offsets`` topic (no I/O).
+
+Framing (see docs: group-coordinator reference, section 5):
+
+* record **key** = int16 record type, then the key struct in its
+  non-flexible layout;
+* record **value** = int16 version, then the value struct at that version;
+  a null value is a tombstone.
+
+Record types handled here:
+
+====  ==========================================  ===========================
+type  key                                         value versions
+====  ==========================================  ===========================
+0     OffsetCommitKey (legacy, read only)         0 (the v0 OffsetCommitValue
+                                                  layout)
+1     OffsetCommitKey                             OffsetCommitValue 0-4
+2     GroupMetadataKey                            GroupMetadataValue 0-4
+3     ConsumerGroupMetadataKey                    0 (flexible)
+4     ConsumerGroupPartitionMetadataKey           0 (flexible)
+5     ConsumerGroupMemberMetadataKey              0 (flexible)
+6     ConsumerGroupTargetAssignmentMetadataKey    0 (flexible)
+7     ConsumerGroupTargetAssignmentMemberKey      0 (flexible)
+8     ConsumerGroupCurrentMemberAssignmentKey     0 (flexible)
+16    ConsumerGroupRegularExpressionKey           0 (flexible)
+====  ==========================================  ===========================
+
+Any other type decodes to :class:`UnknownRecordType` (a loader skips those
+with a warning). Malformed bytes, and a value version a known type does not
+define, raise :class:`RecordFormatError` (a loader must stop). Bytes after
+the end of a struct are ignored, as Kafka's deserializer ignores them.
+
+Strings are decoded leniently (invalid UTF-8 becomes U+FFFD) and encoded
+with ``?`` for unencodable characters, as Java's ``String`` conversions do.
+
+The offset-commit records dominate a replay, so their key and value have
+hand-unrolled paths; everything else goes through a small reader/writer.
+
+Layout: :mod:`._codec` (record types, reader/writer, varints, caches,
+:class:`RecordFormatError`), :mod:`.classic` (offset commits and group
+metadata), :mod:`.consumer` (KIP-848 consumer-group records); this module
+holds the dispatch by record type / value class (``encode_key``,
+``decode_key``, ``encode_value``, ``encode_value_version``,
+``decode_value``) and :data:`VALUE_VERSIONS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import _codec, classic, consumer
+from ._codec import (
+    _DECODE_ERRORS,
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    CONSUMER_GROUP_MEMBER_METADATA,
+    CONSUMER_GROUP_METADATA,
+    CONSUMER_GROUP_PARTITION_METADATA,
+    CONSUMER_GROUP_REGULAR_EXPRESSION,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+    GROUP_METADATA,
+    LEGACY_OFFSET_COMMIT,
+    OFFSET_COMMIT,
+    _dec_key_group,
+    _dec_key_two,
+    _fail,
+    _key_group_only,
+    _key_str,
+    _key_two_strings,
+    _Reader,
+    RecordFormatError,
+)
+from .classic import (
+    GROUP_METADATA_VALUE_VERSION,
+    OFFSET_COMMIT_VALUE_VERSION,
+    OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    _dec_group_metadata,
+    _dec_offset_commit,
+    _dec_offset_key,
+    _enc_group_metadata,
+    _enc_offset_commit,
+)
+from .consumer import (
+    ClassicMemberMetadata,
+    ClassicProtocol,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    PartitionMetadata,
+    TopicMetadata,
+    TopicPartitions,
+    _check_v0,
+)
+
+# Bound by assignment, not imported by name, because the code below calls their
+# methods: CPython 3.11 compiles ``name.method(...)`` on an imported name as an
+# attribute load plus a call (it assumes a module), which is measurably slower
+# than the method call it compiles for other globals.
+_I16 = _codec._I16
+_I16I16 = _codec._I16I16
+_I32 = _codec._I32
+_offset_key_cache = classic._offset_key_cache
+_CG_ENCODERS = consumer._CG_ENCODERS
+_CG_DECODERS = consumer._CG_DECODERS
+
+__all__ = [
+    "ClassicMemberMetadata",
+    "ClassicProtocol",
+    "ConsumerGroupCurrentMemberAssignmentKey",
+    "ConsumerGroupCurrentMemberAssignmentValue",
+    "ConsumerGroupMemberMetadataKey",
+    "ConsumerGroupMemberMetadataValue",
+    "ConsumerGroupMetadataKey",
+    "ConsumerGroupMetadataValue",
+    "ConsumerGroupPartitionMetadataKey",
+    "ConsumerGroupPartitionMetadataValue",
+    "ConsumerGroupRegularExpressionKey",
+    "ConsumerGroupRegularExpressionValue",
+    "ConsumerGroupTargetAssignmentMemberKey",
+    "ConsumerGroupTargetAssignmentMemberValue",
+    "ConsumerGroupTargetAssignmentMetadataKey",
+    "ConsumerGroupTargetAssignmentMetadataValue",
+    "GroupMetadataKey",
+    "GroupMetadataValue",
+    "MemberMetadata",
+    "OffsetCommitKey",
+    "OffsetCommitValue",
+    "PartitionMetadata",
+    "RecordFormatError",
+    "TopicMetadata",
+    "TopicPartitions",
+    "UnknownRecordType",
+    "VALUE_VERSIONS",
+    "decode_key",
+    "decode_value",
+    "encode_key",
+    "encode_value",
+    "encode_value_version",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownRecordType:
+    """A key whose record type this module does not know (``data`` = whole key)."""
+
+    record_type: int
+    data: bytes = b""
+
+
+# value class -> (lowest, highest) version it can be written at
+VALUE_VERSIONS: dict[type, tuple[int, int]] = {
+    OffsetCommitValue: (0, 4),
+    GroupMetadataValue: (0, 4),
+    ConsumerGroupMetadataValue: (0, 0),
+    ConsumerGroupPartitionMetadataValue: (0, 0),
+    ConsumerGroupMemberMetadataValue: (0, 0),
+    ConsumerGroupTargetAssignmentMetadataValue: (0, 0),
+    ConsumerGroupTargetAssignmentMemberValue: (0, 0),
+    ConsumerGroupCurrentMemberAssignmentValue: (0, 0),
+    ConsumerGroupRegularExpressionValue: (0, 0),
+}
+
+
+# --------------------------------------------------------------------------
+# keys: encode / decode
+
+
+def encode_key(key) -> bytes:
+    """Serialize a record key (offset-commit keys always as type 1)."""
+    cls = type(key)
+    if cls is OffsetCommitKey:
+        g = _key_str(key.group)
+        t = _key_str(key.topic)
+        return _I16I16.pack(OFFSET_COMMIT, len(g)) + g + _I16.pack(len(t)) + t + _I32.pack(key.partition)
+    if cls is GroupMetadataKey:
+        return _key_group_only(GROUP_METADATA, key.group)
+    if cls is ConsumerGroupMetadataKey:
+        return _key_group_only(CONSUMER_GROUP_METADATA, key.group_id)
+    if cls is ConsumerGroupPartitionMetadataKey:
+        return _key_group_only(CONSUMER_GROUP_PARTITION_METADATA, key.group_id)
+    if cls is ConsumerGroupMemberMetadataKey:
+        return _key_two_strings(CONSUMER_GROUP_MEMBER_METADATA, key.group_id, key.member_id)
+    if cls is ConsumerGroupTargetAssignmentMetadataKey:
+        return _key_group_only(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, key.group_id)
+    if cls is ConsumerGroupTargetAssignmentMemberKey:
+        return _key_two_strings(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, key.group_id, key.member_id)
+    if cls is ConsumerGroupCurrentMemberAssignmentKey:
+        return _key_two_strings(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, key.group_id, key.member_id)
+    if cls is ConsumerGroupRegularExpressionKey:
+        return _key_two_strings(CONSUMER_GROUP_REGULAR_EXPRESSION, key.group_id, key.regular_expression)
+    if cls is UnknownRecordType:
+        if key.data:
+            return bytes(key.data)
+        raise TypeError(f"cannot encode a key of unknown record type {key.record_type} without its bytes")
+    raise TypeError(f"not a __consumer_offsets record key: {key!r}")
+
+_KEY_DECODERS = {
+    GROUP_METADATA: _dec_key_group(GroupMetadataKey),
+    CONSUMER_GROUP_METADATA: _dec_key_group(ConsumerGroupMetadataKey),
+    CONSUMER_GROUP_PARTITION_METADATA: _dec_key_group(ConsumerGroupPartitionMetadataKey),
+    CONSUMER_GROUP_MEMBER_METADATA: _dec_key_two(ConsumerGroupMemberMetadataKey),
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: _dec_key_group(ConsumerGroupTargetAssignmentMetadataKey),
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: _dec_key_two(ConsumerGroupTargetAssignmentMemberKey),
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: _dec_key_two(ConsumerGroupCurrentMemberAssignmentKey),
+    CONSUMER_GROUP_REGULAR_EXPRESSION: _dec_key_two(ConsumerGroupRegularExpressionKey),
+}
+
+
+def decode_key(data: bytes):
+    """Parse a record key. Unknown record types give :class:`UnknownRecordType`."""
+    if type(data) is not bytes:
+        data = bytes(data)
+    key = _offset_key_cache.get(data)
+    if key is not None:
+        return key
+    if len(data) < 2:
+        raise RecordFormatError("record key shorter than its type field")
+    rtype = (data[0] << 8) | data[1]
+    if rtype >= 0x8000:
+        rtype -= 0x10000
+    try:
+        if rtype == OFFSET_COMMIT or rtype == LEGACY_OFFSET_COMMIT:
+            return _dec_offset_key(data, rtype == LEGACY_OFFSET_COMMIT)
+        dec = _KEY_DECODERS.get(rtype)
+        if dec is None:
+            return UnknownRecordType(rtype, data)
+        r = _Reader(data, 2)
+        key = dec(r)
+        if r.pos > len(data):
+            _fail("record truncated")
+        return key
+    except RecordFormatError:
+        raise
+    except _DECODE_ERRORS as e:
+        raise RecordFormatError(f"malformed key of record type {rtype}: {e}") from None
+
+
+# --------------------------------------------------------------------------
+# values: public API
+
+
+def encode_value(value) -> bytes:
+    """Serialize a value at the version Kafka 4.1 writes it.
+
+    OffsetCommitValue: v4, or v1 when ``expire_timestamp >= 0`` (v1 carries
+    no leader epoch and no topic id). GroupMetadataValue: v3. Consumer-group
+    values: v0.
+    """
+    cls = type(value)
+    if cls is OffsetCommitValue:
+        if value.expire_timestamp >= 0:
+            return _enc_offset_commit(value, OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY)
+        return _enc_offset_commit(value, OFFSET_COMMIT_VALUE_VERSION)
+    if cls is GroupMetadataValue:
+        return _enc_group_metadata(value, GROUP_METADATA_VALUE_VERSION)
+    enc = _CG_ENCODERS.get(cls)
+    if enc is None:
+        raise TypeError(f"not a __consumer_offsets record value: {value!r}")
+    return enc(value)
+
+
+def encode_value_version(value, version: int) -> bytes:
+    """Serialize a value at any version its schema defines.
+
+    Fields the version lacks are dropped (they are all ignorable in Kafka's
+    schemas); a version the schema does not define raises ``ValueError``.
+    """
+    cls = type(value)
+    if cls is OffsetCommitValue:
+        return _enc_offset_commit(value, version)
+    if cls is GroupMetadataValue:
+        return _enc_group_metadata(value, version)
+    enc = _CG_ENCODERS.get(cls)
+    if enc is None:
+        raise TypeError(f"not a __consumer_offsets record value: {value!r}")
+    if version != 0:
+        raise ValueError(f"{cls.__name__} has no version {version}")
+    return enc(value)
+
+
+def decode_value(key, data: bytes | None):
+    """Parse the value of a record whose key decoded to ``key``.
+
+    ``None`` (a tombstone) gives ``None``. A version the key's record type
+    does not define, or malformed bytes, raise :class:`RecordFormatError`.
+    """
+    if data is None:
+        return None
+    if type(data) is not bytes:
+        data = bytes(data)
+    if len(data) < 2:
+        raise RecordFormatError("record value shorter than its version field")
+    version = (data[0] << 8) | data[1]
+    if version >= 0x8000:
+        version -= 0x10000
+    cls = type(key)
+    try:
+        if cls is OffsetCommitKey:
+            if key.legacy and version != 0:
+                raise RecordFormatError(f"unknown LegacyOffsetCommitValue version {version}")
+            return _dec_offset_commit(data, version)
+        if cls is GroupMetadataKey:
+            return _dec_group_metadata(data, version)
+        entry = _CG_DECODERS.get(cls)
+        if entry is None:
+            raise TypeError(f"not a known __consumer_offsets record key: {key!r}")
+        name, dec = entry
+        _check_v0(name, version)
+        r = _Reader(data, 2)
+        value = dec(r)
+        if r.pos > len(data):
+            _fail("record truncated")
+        return value
+    except RecordFormatError:
+        raise
+    except _DECODE_ERRORS as e:
+        raise RecordFormatError(f"malformed value (version {version}) for {cls.__name__}: {e}") from None

@@ -51,6 +51,28 @@ def wait_for(what: str, predicate: Callable[[], object], timeout: float = WAIT_S
         time.sleep(0.05)
 
 
+def bounded(what: str, fn: Callable[[], object], timeout: float = WAIT_S):
+    """Run a client call that has no timeout of its own (librdkafka's synchronous commit and
+    close wait for the group coordinator indefinitely) in a daemon thread; fail if it overruns."""
+    box: list = []
+
+    def run():
+        try:
+            box.append((True, fn()))
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+            box.append((False, e))
+
+    t = threading.Thread(target=run, name=what, daemon=True)
+    t.start()
+    t.join(timeout)
+    if not box:
+        raise AssertionError(f"{what} did not return within {timeout}s")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
 def admin(broker) -> AdminClient:
     return AdminClient({"bootstrap.servers": broker.bootstrap})
 
@@ -274,9 +296,16 @@ class KafkaPythonMember(Member):
             **self.conf,
         )
         try:
+            # Know the topic's partitions before joining. kafka-python 3.0.12 has a bug: a leader that
+            # assigned without topic metadata rejoins, and if that rejoin finishes while poll() is not
+            # waiting for it, the result is dropped and the member never applies it (it stops heartbeating).
+            wait_for(f"{self.name}: metadata of {self.topic}", lambda: c.partitions_for_topic(self.topic))
             c.subscribe(topics=[self.topic], listener=Listener())
+            coordinator = c._coordinator
             while not self._stop.is_set():
-                c.poll(timeout_ms=50)
+                c.poll(timeout_ms=200)
+                if coordinator._join_task is not None and coordinator._join_task.is_done and not coordinator.need_rejoin():
+                    coordinator.request_rejoin()  # the same bug's other ways in: join again rather than hang
                 self._serve_calls(c)
                 self._publish(c.assignment())
                 md = c.group_metadata()
@@ -349,9 +378,9 @@ def close_all(members: list[Member]) -> None:
         raise failures[0]
 
 
-def balanced(members: list[Member], partitions: int) -> list[frozenset[int]] | None:
+def balanced(members: list[Member], partitions: int, after_generation: int = 0) -> list[frozenset[int]] | None:
     """The members' assignments if they partition range(partitions) with no member empty-handed
-    and all members report the same generation; else None."""
+    and all members report the same generation, newer than ``after_generation``; else None."""
     for m in members:
         if m.error is not None:
             raise AssertionError(f"{m.name} failed: {m.error!r}") from m.error
@@ -361,15 +390,17 @@ def balanced(members: list[Member], partitions: int) -> list[frozenset[int]] | N
         return None
     if sum(map(len, assignments)) != partitions or frozenset().union(*assignments) != frozenset(range(partitions)):
         return None
-    if len({g for _, g in snapshot}) != 1:
+    generations = {g for _, g in snapshot}
+    if len(generations) != 1 or not (generations.pop() or 0) > after_generation:
         return None
     return assignments
 
 
-def wait_balanced(members: list[Member], partitions: int) -> list[frozenset[int]]:
+def wait_balanced(members: list[Member], partitions: int, after_generation: int = 0) -> list[frozenset[int]]:
+    """Wait for a rebalance to settle: see ``balanced``."""
     return wait_for(
-        f"{len(members)} members to share {partitions} partitions",
-        lambda: balanced(members, partitions),
+        f"{len(members)} members to share {partitions} partitions in a generation after {after_generation}",
+        lambda: balanced(members, partitions, after_generation),
         describe=lambda: repr(members),
     )
 
@@ -406,13 +437,15 @@ def test_group_rebalances_on_join_and_leave(group_broker, client, strategy):
         assert sorted(map(len, three)) == [2, 2, 2], three
         generation_3 = members[0].generation
         assert generation_3 >= 1
+        generations = [generation_3]
 
         revoked_before = [len(m.revoked) for m in members]
         join()  # a fourth member: everybody gets a share, no partition twice
-        four = wait_balanced(members, 6)
+        four = wait_balanced(members, 6, after_generation=generation_3)
         assert sorted(map(len, four)) == [1, 1, 2, 2], four
-        assert members[0].generation > generation_3
-        if strategy in ("cooperative-sticky", "sticky"):
+        if strategy == "cooperative-sticky" or (strategy == "sticky" and client != "aiokafka"):
+            # (aiokafka's StickyPartitionAssignor keeps the previous assignment in class attributes,
+            # shared by all consumers of a process, so several members in one process do not stick)
             # sticky: old members keep a subset of what they had; only the surplus moves
             assert all(after <= before for before, after in zip(three, four[:3], strict=True)), (three, four)
         if strategy == "cooperative-sticky":
@@ -421,11 +454,13 @@ def test_group_rebalances_on_join_and_leave(group_broker, client, strategy):
                 assert frozenset().union(*m.revoked[n:]) == before - after, (m, before, after, m.revoked[n:])
 
         generation_4 = members[0].generation
+        generations.append(generation_4)
         leaving = members.pop(1)  # a dynamic member leaves: the others take over its partitions
         leaving.close()
-        after_leave = wait_balanced(members, 6)
+        after_leave = wait_balanced(members, 6, after_generation=generation_4)
         assert sorted(map(len, after_leave)) == [2, 2, 2], after_leave
-        assert members[0].generation > generation_4
+        generations.append(members[0].generation)
+        print(f"{client}/{strategy}: generations when settled with 3, 4, 3 members: {generations}")
     finally:
         close_all(members)
 
@@ -465,7 +500,8 @@ def test_static_member_rejoins_without_rebalance(group_broker):
         assert other.assignment == other_parts and other.generation == generation
         assert len(other.revoked) == revocations_before  # the other member never rebalanced
 
-        desc = admin(group_broker).describe_consumer_groups([group])[group].result(30)
+        a = admin(group_broker)  # keep the client alive while its future is pending
+        desc = a.describe_consumer_groups([group])[group].result(30)
         assert desc.state.name == "STABLE" and len(desc.members) == 2
         by_instance = {m.group_instance_id: m for m in desc.members}
         assert by_instance[instance].member_id == again.member_id
@@ -503,18 +539,34 @@ def consume_in_group(broker, group: str, topic: str, count: int, timeout: float 
         assert len(got) == count, f"consumed {len(got)} of {count} within {timeout}s"
         return got, c
     except BaseException:
-        c.close()
+        bounded("consumer close", c.close)
         raise
 
 
+RETRIABLE = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE}
+
+
 def committed_offsets(broker, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's committed offsets (OffsetFetch) for topic, {partition: offset}.
+
+    librdkafka's committed() surfaces NOT_COORDINATOR and friends instead of retrying them;
+    right after a restart Kafka answers so until the group's coordinator shard is loaded.
+    """
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        tps = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            try:
+                tps = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+                break
+            except KafkaException as e:
+                if e.args[0].code() not in RETRIABLE or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
         assert all(tp.error is None for tp in tps), tps
         return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
     finally:
-        c.close()
+        bounded("consumer close", c.close)
 
 
 @pytest.mark.parametrize("how", ["graceful", "sigkill"])
@@ -525,9 +577,9 @@ def test_committed_offsets_survive_restart(group_broker, how):
 
     got, c = consume_in_group(group_broker, group, topic, 60)
     try:
-        committed = c.commit(asynchronous=False)
+        committed = bounded("synchronous commit", lambda: c.commit(asynchronous=False))
     finally:
-        c.close()
+        bounded("consumer close", c.close)
     expected = {}
     for partition, offset in got:
         expected[partition] = max(expected.get(partition, 0), offset + 1)
@@ -542,12 +594,14 @@ def test_committed_offsets_survive_restart(group_broker, how):
 
     assert committed_offsets(group_broker, group, topic, 3) == expected
     rest, c = consume_in_group(group_broker, group, topic, 40)
-    c.close()
+    bounded("consumer close", c.close)
     first = {}
     for partition, offset in rest:
         first.setdefault(partition, offset)
     # a new member resumes exactly where the group committed; uncommitted partitions start at 0
-    assert {p: first.get(p) for p in range(3)} == {p: expected.get(p, 0) for p in range(3)}
+    sizes = {p: len(range(p, 100, 3)) for p in range(3)}
+    resume = {p: expected.get(p, 0) for p in range(3)}
+    assert {p: first.get(p) for p in range(3)} == {p: (o if o < sizes[p] else None) for p, o in resume.items()}
     assert sorted(rest) == sorted({(i % 3, i // 3) for i in range(100)} - set(got))
 
 
@@ -686,9 +740,9 @@ def test_commits_land_in_the_groups_offsets_partition(group_broker):
     for g in groups:  # a standalone commit (no membership) creates the group and writes an offset record
         c = Consumer({"bootstrap.servers": group_broker.bootstrap, "group.id": g, "enable.auto.commit": False})
         try:
-            c.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+            bounded("standalone commit", lambda c=c: c.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False))
         finally:
-            c.close()
+            bounded("consumer close", c.close)
 
     found = read_offset_commit_keys(group_broker, set(groups))
     for g in groups:
@@ -728,4 +782,4 @@ def read_offset_commit_keys(broker, groups: set[str], timeout: float = WAIT_S) -
         assert groups <= found.keys(), f"no offset-commit record for {groups - found.keys()} in __consumer_offsets"
         return found
     finally:
-        c.close()
+        bounded("consumer close", c.close)

@@ -18,6 +18,7 @@ from collections import deque
 from protocol.codec import build, response_class
 from protocol.connection import ProtocolError, Request, ServerConnection, UnsupportedVersion
 from protocol.errors import ErrorCode
+from protocol.fast import ENCODERS as FAST_ENCODERS
 
 from .cluster import Cluster
 from .config import BrokerConfig
@@ -182,6 +183,9 @@ class KafkaConnection(asyncio.Protocol):
             return None
         if body is None:  # e.g. Produce with acks=0
             return None
+        fast = FAST_ENCODERS.get((event.api_key, event.api_version))
+        if fast is not None:
+            return fast(event.api_version, event.correlation_id, body)
         cls = response_class(event.api_key, event.api_version)
         return self.proto.encode_response(event.api_key, event.api_version, event.correlation_id, build(cls, body))
 

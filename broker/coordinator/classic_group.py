@@ -49,6 +49,17 @@ class Member:
     join_version: int = 0
     sync_future: Any = None
     is_new: bool = False
+    owner: Any = field(default=None, repr=False)  # the group, which counts members awaiting a join
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "join_future":
+            try:
+                owner, old = self.owner, self.join_future
+            except AttributeError:  # during __init__
+                owner, old = None, None
+            if owner is not None:
+                owner.awaiting_count += (value is not None) - (old is not None)
+        object.__setattr__(self, name, value)
 
     @property
     def awaiting_join(self) -> bool:
@@ -94,6 +105,7 @@ class ClassicGroup:
     subscribed: frozenset[str] | None = None
     # rebalance bookkeeping for the structured rebalance event
     rebalance: dict | None = None
+    awaiting_count: int = 0  # members with a parked JoinGroup, kept by Member.__setattr__
 
     # -- state ------------------------------------------------------------
     def transition(self, target: str, now_ms: int) -> None:
@@ -109,7 +121,7 @@ class ClassicGroup:
     # -- members ----------------------------------------------------------
     @property
     def num_awaiting_join(self) -> int:
-        return sum(1 for m in self.members.values() if m.join_future is not None)
+        return self.awaiting_count
 
     def has_all_members_joined(self) -> bool:
         return self.num_awaiting_join == len(self.members) and not self.pending_members
@@ -118,6 +130,9 @@ class ClassicGroup:
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
+        member.owner = self
+        if member.join_future is not None:
+            self.awaiting_count += 1
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
         for name in member.protocol_names():
@@ -129,6 +144,9 @@ class ClassicGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
+        if member.join_future is not None:
+            self.awaiting_count -= 1
+        member.owner = None
         for name in member.protocol_names():
             self.protocol_counts[name] -= 1
             if self.protocol_counts[name] <= 0:
@@ -164,6 +182,10 @@ class ClassicGroup:
             assignment=old.assignment,
         )
         self.members = {(new_id if k == old_id else k): (new if k == old_id else v) for k, v in self.members.items()}
+        if old.join_future is not None:
+            self.awaiting_count -= 1
+        old.owner = None
+        new.owner = self
         self.static_members[old.group_instance_id] = new_id
         if old_id in self.pending_sync:
             self.pending_sync.discard(old_id)

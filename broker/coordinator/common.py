@@ -54,6 +54,8 @@ class Result:
     replay: bool = False
     on_commit: Callable[[], None] | None = None
     on_failure: Callable[[ErrorCode], None] | None = None
+    # the same records, already decoded (key, value objects), to spare the runtime decoding them
+    decoded: list | None = None
 
 
 class CoordinatorError(Exception):

@@ -357,7 +357,7 @@ class ConsumerGroups:
     def _replace_static(self, group: ConsumerGroup, old: ConsumerMember, new_id: str) -> ConsumerMember:
         """A static member back from a temporary leave (-2) under a new member id."""
         target = group.target.get(old.member_id, {})
-        assigned, pending = dict(old.assigned), dict(old.pending_revocation)
+        assigned, pending, state = dict(old.assigned), dict(old.pending_revocation), old.state
         self.timers.cancel(_session_key(group.group_id, old.member_id))
         self.timers.cancel(_rebalance_key(group.group_id, old.member_id))
         self._remove_member_records(group, old.member_id)
@@ -373,7 +373,8 @@ class ConsumerGroups:
         self._add_member(group, member)
         self._write_member_metadata(group, member)
         self._write_target(group, new_id, target)
-        self._write_current(group, new_id, 0, -1, STABLE, assigned, pending)
+        # Kafka copies the member with epoch 0 and previous epoch 0, keeping its state
+        self._write_current(group, new_id, 0, 0, state, assigned, pending)
         self.shard.log.info("static member replaced", group=group.group_id, instance_id=old.instance_id, old_member=old.member_id, new_member=new_id)
         return member
 
@@ -398,13 +399,14 @@ class ConsumerGroups:
                 raise CoordinatorError(ErrorCode.invalid_request, "Only static members can leave with epoch -2.")
             # keep the member and its partitions; its session timer decides
             self.timers.cancel(_rebalance_key(group.group_id, member_id))
-            self._write_current(group, member_id, STATIC_LEAVE_EPOCH, member.member_epoch, member.state, dict(member.assigned), {})
+            # Kafka sets the epoch without updateMemberEpoch: the previous epoch is kept
+            self._write_current(group, member_id, STATIC_LEAVE_EPOCH, member.previous_member_epoch, member.state, dict(member.assigned), {})
             self.shard.log.info("static member left temporarily", group=group.group_id, member=member_id, instance_id=member.instance_id)
             return {"error_code": ErrorCode.none, "error_message": None, "member_id": member_id, "member_epoch": STATIC_LEAVE_EPOCH, "heartbeat_interval": 0, "assignment": None}
-        self.fence(group, member, "left the group")
-        if member.classic is None:
-            downgrade = self.shard.migration.maybe_downgrade(group)
-            self.records += downgrade
+        if self.shard.migration.can_downgrade_without(group, member_id):
+            self.records += self.shard.migration.downgrade(group, member_id)  # instead of fencing, as Kafka does
+        else:
+            self.fence(group, member, "left the group")
         return {"error_code": ErrorCode.none, "error_message": None, "member_id": member_id, "member_epoch": LEAVE_EPOCH, "heartbeat_interval": 0, "assignment": None}
 
     def fence(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
@@ -429,13 +431,11 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None or (epoch is not None and (member.member_epoch != epoch or member.state != UNREVOKED_PARTITIONS)):
             return []
+        if self.shard.migration.can_downgrade_without(group, member_id):
+            return self.shard.migration.downgrade(group, member_id)  # instead of fencing, as Kafka does
         self.records = []
-        was_consumer_protocol = member.classic is None
         self.fence(group, member, reason)
-        records = self._take_records()
-        if was_consumer_protocol:
-            records += self.shard.migration.maybe_downgrade(group)
-        return records
+        return self._take_records()
 
     # ================================================================ metadata, regexes
     def _refresh_regexes(self, group: ConsumerGroup) -> bool:
@@ -507,7 +507,8 @@ class ConsumerGroups:
         elif state == UNREVOKED_PARTITIONS:
             if _owns_any(owned, member.pending_revocation):
                 return
-            nxt = self._next_assignment(group, member, member.member_epoch, target_epoch, target, owned)
+            # revoked: if more must go, the member waits for it at the next epoch (Kafka: memberEpoch + 1)
+            nxt = self._next_assignment(group, member, member.member_epoch + 1, target_epoch, target, owned)
         elif state == UNRELEASED_PARTITIONS:
             nxt = self._next_assignment(group, member, member.member_epoch, target_epoch, target, owned)
         else:  # UNKNOWN
@@ -515,15 +516,29 @@ class ConsumerGroups:
                 raise CoordinatorError(ErrorCode.fenced_member_epoch, "The consumer group member is in a unknown state. The member must abandon all its partitions and rejoin.")
             nxt = self._next_assignment(group, member, target_epoch, target_epoch, target, owned)
         epoch, new_state, assigned, pending = nxt
-        if (epoch, new_state, assigned, pending) != (member.member_epoch, member.state, member.assigned, member.pending_revocation):
-            # Kafka's updateMemberEpoch: the previous epoch is always the one before this step
-            self._write_current(group, member.member_id, epoch, member.member_epoch, new_state, assigned, pending)
+        if (epoch, new_state, assigned, pending) == (member.member_epoch, member.state, member.assigned, member.pending_revocation):
+            return
+        # Kafka's updateMemberEpoch: the previous epoch is always the one before this step
+        self._write_current(group, member.member_id, epoch, member.member_epoch, new_state, assigned, pending)
+        # Kafka's maybeReconcile: a changed member in UNREVOKED_PARTITIONS (re)arms the rebalance
+        # timer for its new epoch; any other new state cancels it. Classic members use join/sync timers.
+        if member.classic is not None:
+            return
         if new_state == UNREVOKED_PARTITIONS:
-            gid, mid, ep = group.group_id, member.member_id, member.member_epoch
-            if not self.timers.is_scheduled(_rebalance_key(gid, mid)):
-                self.timers.schedule(_rebalance_key(gid, mid), max(member.rebalance_timeout_ms, 0), lambda: self._expire(gid, mid, "did not revoke its partitions within the rebalance timeout", ep))
+            self.schedule_rebalance(group, member)
         else:
             self.timers.cancel(_rebalance_key(group.group_id, member.member_id))
+
+    def schedule_rebalance(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        gid, mid, ep = group.group_id, member.member_id, member.member_epoch
+        self.timers.schedule(_rebalance_key(gid, mid), max(member.rebalance_timeout_ms, 0), lambda: self._expire(gid, mid, "did not revoke its partitions within the rebalance timeout", ep))
+
+    def on_loaded(self, group: ConsumerGroup) -> None:
+        """After a load: session timers for every member, rebalance timers for members mid-revocation."""
+        for member in group.members.values():
+            self.schedule_session(group, member)
+            if member.classic is None and member.state == UNREVOKED_PARTITIONS:
+                self.schedule_rebalance(group, member)
 
     def _next_assignment(self, group: ConsumerGroup, member: ConsumerMember, member_epoch: int, target_epoch: int, target: Assignment, owned: Assignment | None):
         unreleased = False
@@ -536,8 +551,8 @@ class ConsumerGroups:
             kept = have & want
             revoke = have - kept
             assign = set(want - kept)
-            mine = member.pending_revocation.get(tid, frozenset())
-            blocked = {p for p in assign if group.current_partition_epoch(tid, p) != -1 and p not in mine}
+            # still held by someone, including partitions this member is itself revoking (Kafka does not exempt them)
+            blocked = {p for p in assign if group.current_partition_epoch(tid, p) != -1}
             if blocked:
                 unreleased = True
                 assign -= blocked

@@ -210,7 +210,7 @@ class Migration:
             why = "the migration policy does not allow upgrades"
         elif classic.protocol_type != "consumer":
             why = f"its protocol type is {classic.protocol_type!r}, not 'consumer'"
-        elif len(classic.members) >= self.config.group_consumer_max_size:
+        elif len(classic.members) > self.config.group_consumer_max_size:
             why = "it is larger than group.consumer.max.size"
         elif classic.state not in (STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE):
             why = f"it is {classic.state}"
@@ -222,6 +222,13 @@ class Migration:
                     break
         if why is not None:
             raise CoordinatorError(ErrorCode.group_id_not_found, f"Cannot upgrade classic group {gid} to consumer group because {why}.")
+        if len(classic.members) >= self.config.group_consumer_max_size:
+            # Kafka converts a group of exactly the maximum size, then rejects the joiner, which
+            # discards the conversion: answer as it does, before touching the classic group
+            raise CoordinatorError(
+                ErrorCode.group_max_size_reached,
+                f"The consumer group has reached its maximum capacity of {self.config.group_consumer_max_size} members.",
+            )
         meta = self.shard.metadata
         consumer = self.consumer
         # parked classic requests must rejoin
@@ -271,20 +278,36 @@ class Migration:
         return group
 
     # ================================================================ downgrade
+    def can_downgrade_without(self, group: ConsumerGroup, leaving_id: str) -> bool:
+        """Kafka's validateOnlineDowngradeWithFencedMember: would removing this member downgrade the group?"""
+        others = [m for mid, m in group.members.items() if mid != leaving_id]
+        if not others or any(m.classic is None for m in others):
+            return False
+        return self._policy_allows("downgrade") and len(others) <= self.config.group_max_size
+
     def maybe_downgrade(self, group: ConsumerGroup) -> list:
-        """After a KIP-848 member left: back to classic if only classic members remain."""
-        if not group.members or any(m.classic is None for m in group.members.values()):
+        """After a member left: back to classic if only classic members remain."""
+        if not group.members or not self.can_downgrade_without(group, ""):
             return []
-        if not self._policy_allows("downgrade") or len(group.members) > self.config.group_max_size:
-            return []
+        return self.downgrade(group)
+
+    def downgrade(self, group: ConsumerGroup, leaving_id: str | None = None) -> list:
+        """Kafka's convertToClassicGroup for a leaving or fenced member (which is not fenced first):
+        generation = the group epoch, each remaining member's assignment = its target assignment,
+        consumer-group tombstones then the classic group record, then a classic rebalance."""
         consumer = self.consumer
         consumer.records = []
         meta = self.shard.metadata
         gid = group.group_id
+        if leaving_id is not None and leaving_id in group.members:
+            consumer.cancel_member_timers(group, group.members[leaving_id])
         classic = ClassicGroup(gid, state=STABLE, generation=group.group_epoch, protocol_type="consumer", state_timestamp=self.shard.now_ms())
         for cm in group.members.values():
+            if cm.member_id == leaving_id:
+                continue
             protocols = [(pr.name, pr.metadata) for pr in cm.classic.supported_protocols]
-            partitions = {meta.by_id[tid]: sorted(parts) for tid, parts in cm.assigned.items() if tid in meta.by_id}
+            target = group.target.get(cm.member_id, {})
+            partitions = {meta.by_id[tid]: sorted(parts) for tid, parts in target.items() if tid in meta.by_id}
             version = parse_subscription(protocols[0][1])[0] if protocols and parse_subscription(protocols[0][1]) else 0
             member = Member(
                 member_id=cm.member_id,

@@ -47,6 +47,7 @@ class ShardRuntime:
         self._batch_future: asyncio.Future | None = None
         self._flush_handle: asyncio.TimerHandle | None = None
         self._timer_handle: asyncio.TimerHandle | None = None
+        self._timer_deadline = 0
         self.load_stats: dict = {}
 
     def _new_shard(self) -> GroupShard:
@@ -141,8 +142,13 @@ class ShardRuntime:
         """Queue a result's records; returns the future of the batch they (or earlier writes) ride in."""
         if result.records:
             if result.replay:
-                for key, value in result.records:
-                    self.shard.replay_bytes(key, value)
+                if result.decoded is not None:
+                    replay = self.shard.replay
+                    for key, value in result.decoded:
+                        replay(key, value)
+                else:
+                    for key, value in result.records:
+                        self.shard.replay_bytes(key, value)
             self._pending.append(result)
             self._pending_records.extend(result.records)
             if self._batch_future is None:
@@ -175,8 +181,12 @@ class ShardRuntime:
             return
         for result in results:
             if result.replay:
-                for key, value in result.records:
-                    self.shard.commit_bytes(key, value)
+                if result.decoded is not None:
+                    for key, value in result.decoded:
+                        self.shard.commit_decoded(key, value)
+                else:
+                    for key, value in result.records:
+                        self.shard.commit_bytes(key, value)
         for result in results:
             if result.on_commit is not None:
                 try:
@@ -205,14 +215,15 @@ class ShardRuntime:
 
     # ================================================================ timers
     def _arm_timer(self, deadline: int | None) -> None:
+        """One loop timer per shard, for the earliest deadline (uvloop handles have no when())."""
         if deadline is None:
             return
         if self._timer_handle is not None:
-            if self._timer_handle.when() <= self.loop.time() + max(deadline - self.clock_ms(), 0) / 1000:
+            if self._timer_deadline <= deadline:
                 return
             self._timer_handle.cancel()
-        delay = max(deadline - self.clock_ms(), 0) / 1000
-        self._timer_handle = self.loop.call_later(delay, self._on_timer)
+        self._timer_deadline = deadline
+        self._timer_handle = self.loop.call_later(max(deadline - self.clock_ms(), 0) / 1000, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer_handle = None

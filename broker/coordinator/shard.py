@@ -18,6 +18,8 @@ from protocol.group_records import (
     UnknownRecordType,
     decode_key,
     decode_value,
+    encode_key,
+    encode_value,
 )
 
 from .classic import ClassicGroups
@@ -111,11 +113,18 @@ class GroupShard:
         if isinstance(key, OffsetCommitKey):
             self.offsets.commit(key, decode_value(key, value_bytes))
 
+    def commit_decoded(self, key, value) -> None:
+        if isinstance(key, OffsetCommitKey):
+            self.offsets.commit(key, value)
+
     def on_loaded(self) -> list:
         self.offsets.sync_committed()
         out: list = []
         for group in list(self.groups.values()):
-            out += self.classic.on_loaded(group)
+            if isinstance(group, ConsumerGroup):
+                self.consumer.on_loaded(group)
+            else:
+                out += self.classic.on_loaded(group)
         self.timers.schedule(RETENTION_TIMER, self.config.offsets_retention_check_interval_ms, self._retention_tick)
         return out
 
@@ -160,6 +169,7 @@ class GroupShard:
         now = self.now_ms()
         expire = now + retention_ms if 2 <= version <= 4 and retention_ms != -1 else -1
         records = []
+        decoded = []
         answer = []
         limit = self.config.offset_metadata_max_bytes
         for p in partitions:
@@ -167,10 +177,12 @@ class GroupShard:
             if java_length(metadata) > limit:
                 answer.append((p.topic, p.partition, ErrorCode.offset_metadata_too_large))
                 continue
+            key = OffsetCommitKey(group_id, p.topic, p.partition)
             value = OffsetCommitValue(offset=p.offset, leader_epoch=p.leader_epoch, metadata=metadata, commit_timestamp=now, expire_timestamp=expire)
-            records.append(offset_record(group_id, p.topic, p.partition, value))
+            records.append((encode_key(key), encode_value(value)))
+            decoded.append((key, value))
             answer.append((p.topic, p.partition, ErrorCode.none))
-        return Result(records=records, response=answer, replay=True)
+        return Result(records=records, response=answer, replay=True, decoded=decoded)
 
     def validate_fetch(self, group_id: str, member_id: str | None, epoch: int) -> ErrorCode | None:
         group = self.groups.get(group_id)

@@ -21,6 +21,8 @@ import struct
 from types import SimpleNamespace
 
 import pytest
+
+from broker.coordinator.classic_group import ClassicGroup
 from kio.schema.consumer_protocol_assignment.v1.data import ConsumerProtocolAssignment
 from kio.schema.consumer_protocol_assignment.v1.data import TopicPartition as AssignedTopic
 from kio.schema.consumer_protocol_subscription.v1.data import ConsumerProtocolSubscription
@@ -87,7 +89,14 @@ class Harness:
         self.held.append(result)
         if not self.hold:
             self.commit_held()
+        self.check_invariants()
         return result
+
+    def check_invariants(self) -> None:
+        """The O(1) count of members awaiting a join matches the members themselves."""
+        for g in self.shard.groups.values():
+            if isinstance(g, ClassicGroup):
+                assert g.num_awaiting_join == sum(1 for m in g.members.values() if m.join_future is not None), g.group_id
 
     def commit_held(self) -> None:
         while self.held:

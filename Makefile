@@ -24,6 +24,7 @@ test-unit: install
 
 bench: install
 	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.groups
 
 lint: install
 	$(BIN)/ruff check broker protocol storage bench tests

@@ -438,7 +438,14 @@ def main(argv: list[str] | None = None) -> int:
     print_table(res)
     if not args.no_docs:
         args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(render(res))
+        # keep the sections other benchmarks own (e.g. bench.groups' "## Group coordinator")
+        kept = ""
+        if args.output.exists():
+            old = args.output.read_text()
+            marker = old.find("\n## Group coordinator")
+            if marker >= 0:
+                kept = old[marker:]
+        args.output.write_text(render(res).rstrip("\n") + "\n" + kept)
         print(f"wrote {args.output}")
     return 0
 

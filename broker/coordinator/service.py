@@ -16,6 +16,7 @@ from protocol.errors import ErrorCode
 
 from ..logs import get_logger
 from .common import CoordinatorError, GroupConfig
+from .events import EventLog, EventPublisher
 from .placement import partition_for
 from .runtime import ShardRuntime
 
@@ -45,8 +46,11 @@ class GroupCoordinator:
                 self.config.offsets_topic_num_partitions,
                 {"cleanup.policy": "compact", "segment.bytes": str(self.config.offsets_topic_segment_bytes)},
             )
+        publisher = EventPublisher(self.cluster)
+        events_log = EventLog(log, publisher)
         self.shards = [
-            ShardRuntime(p.index, p, self.config, fsync_always=self.fsync_always, log=log, metadata=self.cluster.metadata) for p in topic.partitions
+            ShardRuntime(p.index, p, self.config, fsync_always=self.fsync_always, log=events_log, metadata=self.cluster.metadata)
+            for p in topic.partitions
         ]
         self._load_task = asyncio.get_running_loop().create_task(self._load_all())
 

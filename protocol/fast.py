@@ -80,7 +80,68 @@ def offset_commit(version: int, correlation_id: int, body: dict) -> bytes:
     return _frame(correlation_id, flexible, bytes(out))
 
 
+# ---------------------------------------------------------------- JoinGroup (11), SyncGroup (14)
+
+
+def _str(out: bytearray, value: str | None, flexible: bool) -> None:
+    if value is None:
+        out += b"\x00" if flexible else b"\xff\xff"
+        return
+    raw = value.encode()
+    out += (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+
+
+def _bytes(out: bytearray, value: bytes, flexible: bool) -> None:
+    out += (_uvarint(len(value) + 1) if flexible else _I32.pack(len(value))) + value
+
+
+def join_group(version: int, correlation_id: int, body: dict) -> bytes:
+    flexible = version >= 6
+    out = bytearray()
+    if version >= 2:
+        out += _I32.pack(_ms(body.get("throttle_time", 0)))
+    out += _I16.pack(_code(body["error_code"])) + _I32.pack(body["generation_id"])
+    if version >= 7:
+        _str(out, body.get("protocol_type"), flexible)
+    _str(out, body.get("protocol_name"), flexible)
+    _str(out, body["leader"], flexible)
+    if version >= 9:
+        out.append(1 if body.get("skip_assignment") else 0)
+    _str(out, body["member_id"], flexible)
+    members = body.get("members") or ()
+    out += _uvarint(len(members) + 1) if flexible else _I32.pack(len(members))
+    for m in members:
+        _str(out, m["member_id"], flexible)
+        if version >= 5:
+            _str(out, m.get("group_instance_id"), flexible)
+        _bytes(out, m["metadata"], flexible)
+        if flexible:
+            out.append(0)
+    if flexible:
+        out.append(0)
+    return _frame(correlation_id, flexible, bytes(out))
+
+
+def sync_group(version: int, correlation_id: int, body: dict) -> bytes:
+    flexible = version >= 4
+    out = bytearray()
+    if version >= 1:
+        out += _I32.pack(_ms(body.get("throttle_time", 0)))
+    out += _I16.pack(_code(body["error_code"]))
+    if version >= 5:
+        _str(out, body.get("protocol_type"), flexible)
+        _str(out, body.get("protocol_name"), flexible)
+    _bytes(out, body.get("assignment") or b"", flexible)
+    if flexible:
+        out.append(0)
+    return _frame(correlation_id, flexible, bytes(out))
+
+
 ENCODERS: dict[tuple[int, int], Callable[[int, int, dict], bytes]] = {}
+for _v in range(0, 10):
+    ENCODERS[(11, _v)] = join_group
+for _v in range(0, 6):
+    ENCODERS[(14, _v)] = sync_group
 for _v in range(0, 5):
     ENCODERS[(12, _v)] = heartbeat
 for _v in range(2, 10):

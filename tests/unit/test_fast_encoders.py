@@ -40,3 +40,46 @@ topics = st.lists(
 def test_offset_commit_matches_kio(version, correlation_id, throttle_ms, topics):
     body = {"throttle_time": throttle_ms, "topics": topics}
     assert ENCODERS[(8, version)](version, correlation_id, body) == kio_bytes(8, version, correlation_id, body)
+
+
+names = st.one_of(st.none(), st.text(max_size=20))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    version=st.integers(0, 9),
+    correlation_id=corr,
+    throttle_ms=throttle,
+    code=codes,
+    generation=st.integers(-1, 2**31 - 1),
+    ptype=names,
+    pname=names,
+    leader=st.text(max_size=20),
+    skip=st.booleans(),
+    member_id=st.text(max_size=40),
+    members=st.lists(st.fixed_dictionaries({"member_id": st.text(max_size=20), "group_instance_id": names, "metadata": st.binary(max_size=40)}), max_size=4),
+)
+def test_join_group_matches_kio(version, correlation_id, throttle_ms, code, generation, ptype, pname, leader, skip, member_id, members):
+    if version < 7:
+        pname = pname or ""  # what the JoinGroup handler sends below v7
+    if version < 5:
+        members = [{**m, "group_instance_id": None} for m in members]
+    body = {
+        "throttle_time": throttle_ms,
+        "error_code": code,
+        "generation_id": generation,
+        "protocol_type": ptype,
+        "protocol_name": pname,
+        "leader": leader,
+        "skip_assignment": skip,
+        "member_id": member_id,
+        "members": members,
+    }
+    assert ENCODERS[(11, version)](version, correlation_id, body) == kio_bytes(11, version, correlation_id, body)
+
+
+@settings(max_examples=300, deadline=None)
+@given(version=st.integers(0, 5), correlation_id=corr, throttle_ms=throttle, code=codes, ptype=names, pname=names, assignment=st.binary(max_size=60))
+def test_sync_group_matches_kio(version, correlation_id, throttle_ms, code, ptype, pname, assignment):
+    body = {"throttle_time": throttle_ms, "error_code": code, "protocol_type": ptype, "protocol_name": pname, "assignment": assignment}
+    assert ENCODERS[(14, version)](version, correlation_id, body) == kio_bytes(14, version, correlation_id, body)

@@ -131,6 +131,8 @@ class GroupShard:
     def reset(self) -> None:
         """Forget everything (before reloading from the log after a failed append)."""
         for group in self.groups.values():
+            if not isinstance(group, ClassicGroup):
+                continue  # KIP-848 members park nothing
             for m in group.members.values():
                 for fut in (m.join_future, m.sync_future):
                     if fut is not None and not fut.done():

@@ -802,3 +802,15 @@ def test_replayed_records_decode_to_consumer_keys(h):
         ConsumerGroupTargetAssignmentMetadataKey,
         ConsumerGroupCurrentMemberAssignmentKey,
     }
+
+
+def test_reset_with_consumer_groups_resolves_parked_classic_requests_only(h):
+    """A shard reset (failed append, shutdown) must cope with KIP-848 groups, which park nothing."""
+    h.topic("t", 4)
+    assert err(h.join("m1")) == E.none
+    h.config.group_initial_rebalance_delay_ms = 3000
+    parked = Harness.join(h, version=3, group="classic-g")  # a classic group: its JoinGroup waits for the delay
+    assert not parked.done()
+    h.shard.reset()
+    assert h.shard.groups == {}
+    assert parked.done() and parked.result() is None

@@ -379,9 +379,10 @@ class ClassicGroups:
             member = group.members.get(member_id)
             if member is not None:
                 _resolve(member.sync_future, {"error_code": ErrorCode.unknown_member_id, "assignment": b""})
+                # noted first, so the rebalance record's "before" still has its partitions
+                self._note_left(group, member_id, "did not send SyncGroup before the rebalance timeout", expired=True)
                 group.remove(member_id)
                 self.timers.cancel(_hb_key(group.group_id, member_id))
-                self._note_left(group, member_id, "did not send SyncGroup before the rebalance timeout", expired=True)
         group.pending_sync.clear()
         return self.prepare_rebalance(group, "Removing members that did not sync in time")
 
@@ -652,9 +653,9 @@ class ClassicGroups:
             member.join_future = None
             _resolve(member.sync_future, {"error_code": ErrorCode.unknown_member_id, "assignment": b""})
             member.sync_future = None
+            self._note_left(group, member_id, f"left the group; client reason: {reason or 'not provided'}")
             group.remove(member_id)
             self.timers.cancel(_hb_key(group_id, member_id))
-            self._note_left(group, member_id, f"left the group; client reason: {reason or 'not provided'}")
             results.append({**entry, "error_code": ErrorCode.none})
             removed.append(member_id)
         records: list = []

@@ -1015,3 +1015,13 @@ def test_every_written_record_decodes_and_replays(h, loop):
 
 def test_assignment_bytes_helper_is_consumer_protocol():
     assert assigned_partitions(assignment(t=[0, 2])) == {("t", 0), ("t", 2)}
+
+
+def test_rebalance_record_counts_partitions_of_members_that_left(h):
+    """When every member leaves, all their partitions show as moved in the rebalance event."""
+    a, b = h.stable_group(2)[0]
+    h.leave(a, b)
+    done = [kw for event, kw in h.log.events if event == "rebalance completed"]
+    assert done[-1]["state"] == "Empty"
+    assert sorted(done[-1]["partitions_moved"]) == ["t-0", "t-1"]
+    assert {m["member"] for m in done[-1]["members_left"]} == {a, b}

@@ -3,7 +3,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test test-unit bench lint clean
+.PHONY: install run test test-unit test-conformance bench lint clean
 
 install: $(STAMP)
 
@@ -21,6 +21,9 @@ test: install
 
 test-unit: install
 	$(BIN)/pytest -q tests/unit
+
+test-conformance: install
+	$(BIN)/pytest -q tests/conformance
 
 bench: install
 	$(BIN)/python -m bench.run

@@ -234,7 +234,7 @@ class ClassicGroups:
         member.rebalance_timeout_ms = p.rebalance_timeout_ms
         member.session_timeout_ms = p.session_timeout_ms
         if member.join_future is not None and member.join_future is not fut:
-            _resolve(member.join_future, join_error(ErrorCode.unknown_member_id, member.member_id))
+            _resolve(member.join_future, join_error(ErrorCode.unknown_member_id, ""))
         member.join_future = fut
         member.join_version = p.version
         if p.reason:
@@ -607,7 +607,7 @@ class ClassicGroups:
         return self._remove_member_and_update(group, member, f"Member {member_id} expired (session timeout)", even_initial=True)
 
     def _remove_member_and_update(self, group: ClassicGroup, member: Member, reason: str, *, even_initial: bool = False) -> list:
-        _resolve(member.join_future, join_error(ErrorCode.unknown_member_id, member.member_id))
+        _resolve(member.join_future, join_error(ErrorCode.unknown_member_id, ""))
         member.join_future = None
         _resolve(member.sync_future, {"error_code": ErrorCode.unknown_member_id, "assignment": b""})
         member.sync_future = None
@@ -624,7 +624,8 @@ class ClassicGroups:
         """members: (member_id, group_instance_id, reason). Returns (top error, per-member, records)."""
         group = self.groups.get(group_id)
         if group is None or not isinstance(group, ClassicGroup):
-            return ErrorCode.unknown_member_id, [], []
+            # as Kafka 4.1: every member is unknown (v0-2 flatten this to the top level)
+            return ErrorCode.none, [{"member_id": m, "group_instance_id": i, "error_code": ErrorCode.unknown_member_id} for m, i, _ in members], []
         if group.state == DEAD:
             return ErrorCode.coordinator_not_available, [], []
         results = []
@@ -649,7 +650,7 @@ class ClassicGroups:
                     results.append({**entry, "error_code": error})
                     continue
             member = group.members[member_id]
-            _resolve(member.join_future, join_error(ErrorCode.unknown_member_id, member_id))
+            _resolve(member.join_future, join_error(ErrorCode.unknown_member_id, ""))
             member.join_future = None
             _resolve(member.sync_future, {"error_code": ErrorCode.unknown_member_id, "assignment": b""})
             member.sync_future = None

@@ -178,7 +178,7 @@ class ConsumerGroups:
             else:
                 response = self._heartbeat(p)
         except CoordinatorError as exc:
-            response = {"error_code": exc.code, "error_message": str(exc) if str(exc) != exc.code.name else None, "member_id": p.member_id, "member_epoch": p.member_epoch}
+            response = {"error_code": exc.code, "error_message": str(exc) if str(exc) != exc.code.name else None, "member_id": None, "member_epoch": 0}
         return Result(records=self._take_records(), response=response)
 
     def _get_or_create_group(self, p: HeartbeatParams) -> ConsumerGroup:

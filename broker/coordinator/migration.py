@@ -74,7 +74,7 @@ class Migration:
             return Result(response=fut)
         meta = self.shard.metadata
         owned: dict = {}
-        for tp in sub.owned_partitions:
+        for tp in getattr(sub, "owned_partitions", ()):
             info = meta.by_name.get(tp.topic)
             if info is not None and tp.partitions:
                 owned[info[0]] = frozenset(tp.partitions)

@@ -26,7 +26,7 @@ def _assignment(meta, asg) -> dict:
 
 def describe(ctx, group_id: str, group) -> dict:
     if not isinstance(group, ConsumerGroup):
-        return {"error_code": ErrorCode.group_id_not_found, "error_message": f"Group {group_id} not found.", "group_id": group_id, "group_state": "Dead", "members": [], "authorized_operations": _UNKNOWN_OPS}
+        return {"error_code": ErrorCode.group_id_not_found, "error_message": f"Group {group_id} not found.", "group_id": group_id, "group_state": "", "members": [], "authorized_operations": _UNKNOWN_OPS}
     meta = ctx.cluster.metadata
     return {
         "error_code": ErrorCode.none,
@@ -45,7 +45,7 @@ def describe(ctx, group_id: str, group) -> dict:
                 "client_id": m.client_id,
                 "client_host": m.client_host,
                 "subscribed_topic_names": list(m.subscribed_topic_names),
-                "subscribed_topic_regex": m.subscribed_topic_regex,
+                "subscribed_topic_regex": m.subscribed_topic_regex or "",
                 "assignment": _assignment(meta, m.assigned),
                 "target_assignment": _assignment(meta, group.target.get(m.member_id, {})),
                 "member_type": CLASSIC_MEMBER if m.uses_classic_protocol else CONSUMER_MEMBER,

@@ -16,7 +16,8 @@ VERSIONS = (0, 1)
 
 
 def _invalid(req, code: ErrorCode, message: str) -> dict:
-    return {"throttle_time": 0, "error_code": code, "error_message": message, "member_id": req.member_id or None, "member_epoch": req.member_epoch, "heartbeat_interval": 0, "assignment": None}
+    # as Kafka: an error answer carries no member id and epoch 0
+    return {"throttle_time": 0, "error_code": code, "error_message": message, "member_id": None, "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
 
 
 def validate(ctx, req) -> tuple[ErrorCode, str] | None:

@@ -14,7 +14,7 @@ async def handle(ctx, req):
     by_shard: dict[int, list[str]] = {}
     results = {}
     for gid in names:
-        if not gid:
+        if gid is None:
             results[gid] = ErrorCode.invalid_group_id
             continue
         by_shard.setdefault(coordinator(ctx).partition_for(gid), []).append(gid)

@@ -1,4 +1,4 @@
-"""Fetch (1), v4-17.
+"""Fetch (1), v4-18.
 
 - Long poll: if fewer than ``min_bytes`` are ready, the request waits up to
   ``max_wait_ms`` and is woken the moment a Produce appends to any partition
@@ -25,7 +25,7 @@ from ..cluster import LEADER_EPOCH
 
 API_KEY = 1
 NAME = "Fetch"
-VERSIONS = (4, 17)
+VERSIONS = (4, 18)
 _ZERO_ID = uuid.UUID(int=0)
 
 
@@ -34,14 +34,13 @@ def _ms(value) -> int:
 
 
 def _partition_error(index: int, code: ErrorCode, part=None) -> dict:
-    hw = part.log.log_end_offset if part is not None else -1
-    lso = part.log.log_start_offset if part is not None else -1
+    """An errored partition carries -1 offsets, as Kafka's FetchResponse.partitionResponse does."""
     return {
         "partition_index": index,
         "error_code": code,
-        "high_watermark": hw,
-        "last_stable_offset": hw,
-        "log_start_offset": lso,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
         "aborted_transactions": None,
         "preferred_read_replica": -1,
         "records": b"",

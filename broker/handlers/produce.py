@@ -31,43 +31,48 @@ VERSIONS = (3, 13)
 _ZERO_ID = uuid.UUID(int=0)
 
 
-def _error(index: int, code: ErrorCode, message: str | None = None) -> dict:
-    return {"index": index, "error_code": code, "base_offset": -1, "log_append_time": -1, "log_start_offset": -1, "error_message": message}
+_MAGIC_OFFSET = 16  # baseOffset(8) batchLength(4) partitionLeaderEpoch(4), then magic
+
+
+def _error(index: int, code: ErrorCode, message: str | None = None, log_start_offset: int = -1) -> dict:
+    return {"index": index, "error_code": code, "base_offset": -1, "log_append_time": -1, "log_start_offset": log_start_offset, "error_message": message}
 
 
 def produce_partition(ctx, topic, index: int, records) -> dict:
     if topic is None or not 0 <= index < len(topic.partitions):
         return _error(index, ErrorCode.unknown_topic_or_partition)
     part = topic.partitions[index]
+
+    def fail(code, message=None):  # once the partition is known, errors carry its log start offset
+        return _error(index, code, message, part.log.log_start_offset)
+
     if topic.internal:
-        return _error(index, ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic.name}")
+        return fail(ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic.name}")
     if not records:
         return _error(index, ErrorCode.invalid_record, "no record batch in the request")
+    if len(records) > _MAGIC_OFFSET and records[_MAGIC_OFFSET] != 2:
+        return _error(index, ErrorCode.invalid_record, f"Produce requests with version 3 and above only accept record batches with magic 2, not {records[_MAGIC_OFFSET]}")
     try:
         batches = split_batches(records)
     except CorruptRecordError as exc:
         ctx.log.info("corrupt batch refused", topic=topic.name, partition=index, reason=str(exc))
-        return _error(index, ErrorCode.corrupt_message, str(exc))
+        return _error(index, ErrorCode.corrupt_message, str(exc))  # Kafka: no log start offset here
     config = topic.config
     for header, _ in batches:
         problem = validate_produce_batch(header)
         if problem:
-            return _error(index, ErrorCode.invalid_record, problem)
+            return fail(ErrorCode.invalid_record, problem)
         if header.size > config.max_message_bytes:
-            return _error(
-                index,
-                ErrorCode.message_too_large,
-                f"batch of {header.size} bytes exceeds max.message.bytes={config.max_message_bytes}",
-            )
+            return fail(ErrorCode.message_too_large, f"batch of {header.size} bytes exceeds max.message.bytes={config.max_message_bytes}")
     producers = part.producers
     for header, _ in batches:
         if header.producer_id >= 0 and header.base_sequence >= 0:
             code, dup = producers.check(header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence)
             if code is not ErrorCode.none:
-                return _error(index, code)
+                return fail(code)
             if dup is not None:
                 if len(batches) != 1:
-                    return _error(index, ErrorCode.duplicate_sequence_number)
+                    return fail(ErrorCode.duplicate_sequence_number)
                 return {
                     "index": index,
                     "error_code": ErrorCode.none,
@@ -79,7 +84,7 @@ def produce_partition(ctx, topic, index: int, records) -> dict:
         result = part.log.append(batches, leader_epoch=LEADER_EPOCH)
     except OSError as exc:
         ctx.log.error("append failed", topic=topic.name, partition=index, error=str(exc))
-        return _error(index, ErrorCode.kafka_storage_error, str(exc))
+        return fail(ErrorCode.kafka_storage_error, str(exc))
     offset = result.base_offset
     for header, _ in batches:
         last = offset + header.last_offset_delta

@@ -1,0 +1,138 @@
+"""Both brokers for the conformance suite, started once per session, and the report written at its end.
+
+kafkalite and Apache Kafka 4.1 (``tests/reference_kafka.py``) get the same
+relevant settings: no initial rebalance delay, a 1 s minimum classic session
+timeout (so timeout scenarios can use short ones), a 500 ms KIP-848 heartbeat
+interval and a 3 s KIP-848 session timeout (Kafka's min.* bounds lowered to allow
+them), 50 ``__consumer_offsets`` partitions and single-partition auto-created topics.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import reference_kafka
+from tests.broker_process import BrokerProcess
+
+from . import report
+from .driver import Conn
+from .registry import load_all
+
+CLASSIC_MIN_SESSION_MS = 1000
+CONSUMER_HEARTBEAT_MS = 500
+CONSUMER_SESSION_MS = 3000
+
+KAFKALITE_ARGS = (
+    "--group-initial-rebalance-delay-ms", "0",
+    "--group-min-session-timeout-ms", str(CLASSIC_MIN_SESSION_MS),
+    "--group-consumer-heartbeat-interval-ms", str(CONSUMER_HEARTBEAT_MS),
+    "--group-consumer-session-timeout-ms", str(CONSUMER_SESSION_MS),
+    "--offsets-topic-num-partitions", "50",
+    "--num-partitions", "1",
+    "--auto-create-topics", "true",
+    "--log-level", "warning",
+)
+KAFKA_CONFIG = {
+    "group.initial.rebalance.delay.ms": 0,
+    "group.min.session.timeout.ms": CLASSIC_MIN_SESSION_MS,
+    "group.consumer.heartbeat.interval.ms": CONSUMER_HEARTBEAT_MS,
+    "group.consumer.min.heartbeat.interval.ms": 100,
+    "group.consumer.session.timeout.ms": CONSUMER_SESSION_MS,
+    "group.consumer.min.session.timeout.ms": 1000,
+    "offsets.topic.num.partitions": 50,
+    "num.partitions": 1,
+    "auto.create.topics.enable": "true",
+}
+
+RESULTS: dict[str, dict] = {}  # scenario name -> result entry, filled by test_conformance
+
+
+def _java_string_hash(s: str) -> int:
+    b = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(b), 2):
+        h = (31 * h + ((b[i] << 8) | b[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def _one_group_per_offsets_partition(n: int = 50) -> list[str]:
+    found: dict[int, str] = {}
+    i = 0
+    while len(found) < n:
+        g = f"warmup-{i}"
+        h = _java_string_hash(g)
+        found.setdefault((0 if h == -(1 << 31) else abs(h)) % n, g)
+        i += 1
+    return list(found.values())
+
+
+def warm_up(bootstrap: str, timeout: float = 90.0) -> None:
+    """Wait until every group coordinator (all 50 offsets partitions) answers without error."""
+    deadline = time.monotonic() + timeout
+    groups = _one_group_per_offsets_partition()
+    while True:
+        try:
+            c = Conn(bootstrap, "warmup")
+            try:
+                fc = c.request(10, 4, {"key_type": 0, "coordinator_keys": groups})
+                if all(x.error_code == 0 for x in fc.coordinators):
+                    of = c.request(9, 8, {"groups": [{"group_id": g, "topics": None} for g in groups], "require_stable": True})
+                    if all(g.error_code == 0 for g in of.groups):
+                        return
+            finally:
+                c.close()
+        except Exception:  # noqa: BLE001 - not ready yet
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"group coordinators at {bootstrap} not ready within {timeout}s")
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def conformance_brokers():
+    """{"kafkalite": bootstrap, "kafka": bootstrap}; skips when the reference broker is unavailable."""
+    ok, reason = reference_kafka.available()
+    if not ok:
+        pytest.skip(reason)
+    root = Path(tempfile.mkdtemp(prefix="conformance-"))
+    lite = BrokerProcess(root / "kafkalite", *KAFKALITE_ARGS)
+    kafka = reference_kafka.ReferenceKafka(root / "kafka", config=KAFKA_CONFIG)
+    # Kafka is started from this (the main) thread: its JVM gets SIGKILL when the thread that
+    # spawned it ends (PR_SET_PDEATHSIG), so it must not be a pool thread.
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        started = pool.submit(lite.start)
+        try:
+            kafka.start()
+            started.result()
+            for f in [pool.submit(warm_up, lite.bootstrap), pool.submit(warm_up, kafka.bootstrap)]:
+                f.result()
+        except BaseException:
+            lite.kill()
+            kafka.kill()
+            raise
+    yield {"kafkalite": lite, "kafka": kafka}
+    lite.stop()
+    kafka.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not RESULTS:
+        return
+    scenarios = load_all()
+    path = report.write_json(RESULTS, scenarios)
+    complete = set(RESULTS) == set(scenarios) and not os.environ.get("KAFKALITE_CONFORMANCE_NO_DOCS")
+    if complete:
+        report.write_markdown(path)
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        counts = report.totals(RESULTS)
+        tr.write_line(f"conformance report: {path} ({', '.join(f'{k} {v}' for k, v in counts.items())})"
+                      + ("; docs/compatibility.md regenerated" if complete else "; docs/compatibility.md left alone (partial run)"))

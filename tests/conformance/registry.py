@@ -1,0 +1,69 @@
+"""The scenario registry and the runner that plays one scenario against one broker."""
+
+from __future__ import annotations
+
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .driver import Driver
+
+
+@dataclass
+class Scenario:
+    name: str
+    area: str
+    fn: Callable[[Driver], None]
+    doc: str = ""
+
+
+@dataclass
+class Outcome:
+    observations: list[dict] = field(default_factory=list)
+    error: str | None = None  # the scenario raised (traceback text)
+
+
+SCENARIOS: dict[str, Scenario] = {}
+
+AREAS = {
+    "classic": "Classic join / sync / heartbeat / leave",
+    "static": "Static membership, KIP-394, KIP-814, timeouts",
+    "commit": "OffsetCommit validation matrix",
+    "fetch": "OffsetFetch edge cases",
+    "admin": "Describe / List / Delete / OffsetDelete / FindCoordinator",
+    "kip848": "KIP-848 ConsumerGroupHeartbeat / ConsumerGroupDescribe",
+    "data": "Produce / Fetch / ListOffsets / versions / unknown topics",
+}
+
+
+def scenario(area: str):
+    assert area in AREAS, area
+
+    def register(fn: Callable[[Driver], None]) -> Callable[[Driver], None]:
+        name = f"{area}.{fn.__name__}"
+        assert name not in SCENARIOS, f"duplicate scenario {name}"
+        SCENARIOS[name] = Scenario(name, area, fn, (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "")
+        return fn
+
+    return register
+
+
+def load_all() -> dict[str, Scenario]:
+    from .scenarios import admin, classic, commit, data, fetch, kip848, static  # noqa: F401 - registration
+
+    return SCENARIOS
+
+
+def run(sc: Scenario, kind: str, bootstrap: str) -> Outcome:
+    prefix = f"cf{uuid.uuid4().hex[:8]}-"
+    d = Driver(kind, bootstrap, prefix)
+    out = Outcome()
+    try:
+        sc.fn(d)
+    except Exception:  # noqa: BLE001 - recorded; compared and reported
+        out.error = traceback.format_exc()
+    finally:
+        d.close()
+    out.observations = d.observations
+    return out

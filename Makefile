@@ -3,7 +3,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test test-unit test-conformance bench lint clean
+.PHONY: install run test test-unit test-conformance test-clients compat bench lint clean
 
 install: $(STAMP)
 
@@ -24,6 +24,13 @@ test-unit: install
 
 test-conformance: install
 	$(BIN)/pytest -q tests/conformance
+
+test-clients: install
+	$(BIN)/pytest -q -m "not reference" tests/clients tests/integration/test_java_clients.py
+
+compat: install
+	-$(BIN)/pytest -q -m "not reference" tests/clients tests/integration/test_java_clients.py
+	$(BIN)/python -m tests.clients.report
 
 bench: install
 	$(BIN)/python -m bench.run

@@ -3,7 +3,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test test-unit test-conformance test-clients compat bench lint clean
+.PHONY: install run test test-unit reference-kafka test-conformance test-clients compat bench lint clean
 
 install: $(STAMP)
 
@@ -21,6 +21,9 @@ test: install
 
 test-unit: install
 	$(BIN)/pytest -q tests/unit
+
+reference-kafka: install
+	$(BIN)/python -m tests.reference_kafka
 
 test-conformance: install
 	$(BIN)/pytest -q tests/conformance

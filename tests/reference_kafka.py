@@ -337,3 +337,11 @@ if __name__ == "__main__":  # python -m tests.reference_kafka: fetch, start once
     finally:
         k.stop()
         shutil.rmtree(k.data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":  # make reference-kafka
+    ok, why = available()
+    if not ok:
+        print(f"reference Kafka unavailable: {why}", file=sys.stderr)
+        raise SystemExit(1)
+    print(f"Apache Kafka {KAFKA_VERSION} jars in {LIBS}")

@@ -1,7 +1,9 @@
 """``kafkalite`` command line: ``kafkalite serve [flags]``.
 
 Every flag can also be set through ``KAFKALITE_<NAME>`` (for example
-``KAFKALITE_PORT=0``); a flag given on the command line wins.
+``KAFKALITE_PORT=0``) or a TOML file (``--config``); a flag given on the
+command line wins, then ``--set``, then the variables, then the file. Kafka's
+names work too (``--set num.partitions=3``): see docs/configuration.md.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import asyncio
 import sys
 from pathlib import Path
 
-from .config import BrokerConfig
+from .admin.cli import COMMANDS as ADMIN_COMMANDS
+from .admin.cli import register as register_admin_commands
+from .config import BrokerConfig, load_config
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,6 +38,14 @@ def _parser() -> argparse.ArgumentParser:
         help="create unknown topics on Metadata (KAFKALITE_AUTO_CREATE_TOPICS, default true)",
     )
     s.add_argument("--max-frame-bytes", type=int, help="largest request accepted (KAFKALITE_MAX_FRAME_BYTES, default 100 MiB)")
+    s.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at http://host:PORT/metrics, 0 for any free port (KAFKALITE_METRICS_PORT, default off)")
+    s.add_argument("--metrics-host", help="address the metrics endpoint binds (KAFKALITE_METRICS_HOST, default the first listener's host)")
+    li = s.add_argument_group("listeners", "named listeners, as Kafka's listeners and advertised.listeners; they replace --host/--port")
+    li.add_argument("--listener", dest="listeners", action="append", metavar="NAME://HOST:PORT", help="a listener; repeat for more; the first one is named by the READY line (KAFKALITE_LISTENERS, comma-separated)")
+    li.add_argument("--advertised-listener", dest="advertised_listeners", action="append", metavar="NAME://HOST:PORT", help="the address given to clients of listener NAME (KAFKALITE_ADVERTISED_LISTENERS)")
+    c = s.add_argument_group("configuration", "CLI flags win over KAFKALITE_* variables, which win over the config file")
+    c.add_argument("--config", dest="config_file", type=Path, metavar="PATH", help="a TOML file of settings, kafkalite or Kafka names (KAFKALITE_CONFIG)")
+    c.add_argument("--set", dest="settings", action="append", default=[], metavar="NAME=VALUE", help="any setting, kafkalite or Kafka name (group.initial.rebalance.delay.ms=3000); repeatable; see docs/configuration.md")
     g = s.add_argument_group("group coordinator")
     g.add_argument("--group-initial-rebalance-delay-ms", type=int, help="group.initial.rebalance.delay.ms (KAFKALITE_GROUP_INITIAL_REBALANCE_DELAY_MS, default 0)")
     g.add_argument("--offsets-topic-num-partitions", type=int, help="partitions of __consumer_offsets when first created (KAFKALITE_OFFSETS_TOPIC_NUM_PARTITIONS, default 50)")
@@ -47,19 +59,16 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--group-consumer-max-size", type=int, help="KAFKALITE_GROUP_CONSUMER_MAX_SIZE, default unlimited")
     g.add_argument("--group-consumer-migration-policy", choices=["bidirectional", "upgrade", "downgrade", "disabled"], help="KAFKALITE_GROUP_CONSUMER_MIGRATION_POLICY, default bidirectional")
     g.add_argument("--group-coordinator-append-linger-ms", type=int, help="how long coordinator writes wait to share a batch (KAFKALITE_GROUP_COORDINATOR_APPEND_LINGER_MS, default 5)")
+    register_admin_commands(sub)  # topics, groups, health (broker/admin)
     return p
 
 
 def config_from_args(argv: list[str] | None = None, environ=None) -> BrokerConfig:
+    """The serve configuration: flags, then ``--set``, ``KAFKALITE_*``, ``--config``
+    (broker/config.py). Raises ConfigError (a ValueError) for a bad setting."""
     args = _parser().parse_args(argv)
-    cfg = BrokerConfig.from_env(environ)
-    for name, value in vars(args).items():
-        if name == "command" or value is None:
-            continue
-        if name == "auto_create_topics":
-            value = value == "true"
-        setattr(cfg, name, value)
-    return cfg
+    flags = {k: v for k, v in vars(args).items() if k not in ("command", "config_file", "settings")}
+    return load_config(flags, args.settings, args.config_file, environ)
 
 
 def _skip_optional_imports() -> None:
@@ -71,6 +80,11 @@ def _skip_optional_imports() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _skip_optional_imports()
+    words = sys.argv[1:] if argv is None else argv
+    if words and words[0] in ADMIN_COMMANDS:
+        from .admin.cli import run as run_admin_command
+
+        return run_admin_command(_parser().parse_args(words))
     try:
         cfg = config_from_args(argv)
     except ValueError as exc:

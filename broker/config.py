@@ -1,13 +1,40 @@
-"""Broker configuration: defaults, ``KAFKALITE_*`` environment variables, CLI flags."""
+"""Broker configuration: defaults, a TOML file, ``KAFKALITE_*`` variables, CLI flags.
+
+Every setting has a kafkalite name (``group_initial_rebalance_delay_ms``) and,
+where Kafka has the same setting, its Kafka name
+(``group.initial.rebalance.delay.ms``). Sources, weakest first:
+
+1. the defaults below;
+2. a TOML file (``--config path.toml`` or ``KAFKALITE_CONFIG``), whose keys are
+   either name (nested tables are joined with dots, so ``[group.consumer]
+   session.timeout.ms = 45000`` is ``group.consumer.session.timeout.ms``);
+3. ``KAFKALITE_<NAME>`` environment variables (``KAFKALITE_NUM_PARTITIONS``,
+   ``KAFKALITE_LOG_RETENTION_MS``);
+4. the command line: ``--set name=value`` (either name), then the flags.
+
+An unknown name (in the file or ``--set``) or an invalid value anywhere raises
+``ConfigError`` naming the setting and where it came from; the CLI turns that
+into exit code 2. ``docs/configuration.md`` lists every setting.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from storage.config import LogConfig
+
+from .listeners import DEFAULT_LISTENER, ListenerError, ListenerSpec, build_specs, check_protocols, split_list
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """A setting that is unknown or has an invalid value; the message says which and where."""
 
 
 def _env_name(name: str) -> str:
@@ -21,6 +48,11 @@ class BrokerConfig:
     data_dir: Path = Path("./data")
     advertised_host: str | None = None
     advertised_port: int | None = None
+    # named listeners (Kafka's listeners / advertised.listeners); None: one
+    # PLAINTEXT listener from host, port and the advertised pair above
+    listeners: list[str] | None = None
+    advertised_listeners: list[str] | None = None
+    listener_security_protocol_map: list[str] | None = None
     log_format: str = "console"  # json | console
     log_level: str = "info"
     fsync: str = "interval"  # always | interval | never
@@ -30,6 +62,8 @@ class BrokerConfig:
     num_partitions: int = 1
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     maintenance_interval_ms: int = 1000
+    metrics_port: int | None = None
+    metrics_host: str | None = None
     # group coordinator (Kafka names: the same with dots)
     offsets_topic_num_partitions: int = 50
     group_initial_rebalance_delay_ms: int = 0
@@ -49,11 +83,21 @@ class BrokerConfig:
     # ----------------------------------------------------------------
     @property
     def advertised(self) -> tuple[str, int]:
-        """Host and port put in Metadata; resolved after bind for ``--port 0``."""
+        """Host and port of the first listener put in Metadata; resolved after bind for ``--port 0``."""
+        if self.listeners:
+            return self.listener_specs()[0].advertised()
         host = self.advertised_host or self.host
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
         return host, self.advertised_port or self.port
+
+    def listener_specs(self) -> list[ListenerSpec]:
+        """The listeners to bind, first one first (it is the one the READY line names)."""
+        if self.listeners:
+            return build_specs(self.listeners, self.advertised_listeners, self.listener_security_protocol_map)
+        spec = ListenerSpec(DEFAULT_LISTENER, self.host, self.port, self.advertised_host, self.advertised_port)
+        check_protocols([spec], self.listener_security_protocol_map)
+        return [spec]
 
     def group_config(self):
         from .coordinator.common import GroupConfig
@@ -81,31 +125,379 @@ class BrokerConfig:
         return cfg
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> BrokerConfig:
-        """Defaults overridden by any ``KAFKALITE_<FIELD>`` variable."""
-        environ = os.environ if environ is None else environ
-        cfg = cls()
-        for f in fields(cls):
-            if f.name == "log_defaults":
-                continue
-            raw = environ.get(_env_name(f.name))
-            if raw is None or raw == "":
-                continue
-            setattr(cfg, f.name, _parse(f.name, raw, getattr(cfg, f.name)))
-        return cfg
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> BrokerConfig:
+        """Defaults overridden by any ``KAFKALITE_<NAME>`` variable."""
+        return load_config(environ=environ)
 
 
-def _parse(name: str, raw: str, current):
-    if name == "data_dir":
-        return Path(raw)
-    if name in ("advertised_port",):
-        return int(raw)
-    if isinstance(current, bool):
-        if raw.lower() in ("1", "true", "yes", "on"):
+# ============================================================== the settings
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str  # kafkalite name: a BrokerConfig field, or for topic defaults the Kafka name in snake case
+    kind: str  # int | bool | str | choice | path | list | topic | hours | minutes
+    doc: str
+    kafka: tuple[str, ...] = ()  # Kafka names, the usual one first
+    minimum: int | None = None
+    maximum: int | None = None
+    choices: tuple[str, ...] = ()
+    flag: str | None = None  # the serve flag, where there is one
+    topic: str | None = None  # for broker-wide topic defaults: the topic config it sets
+    default: object = None  # for the docs when it is not a BrokerConfig field
+
+    @property
+    def env(self) -> str:
+        return _env_name(self.key)
+
+    @property
+    def name(self) -> str:
+        """The name shown in messages: the Kafka one where there is one."""
+        return self.kafka[0] if self.kafka else self.key
+
+
+def _s(key, kind, doc, kafka=(), **kw) -> Setting:
+    if isinstance(kafka, str):
+        kafka = (kafka,)
+    if kw.get("flag") is True:
+        kw["flag"] = _flag(key)
+    return Setting(key, kind, doc, tuple(kafka), **kw)
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # -- network ---------------------------------------------------------------
+    _s("host", "str", "address the default listener binds", flag="--host"),
+    _s("port", "int", "port of the default listener; 0 takes any free port", minimum=0, maximum=65535, flag="--port"),
+    _s("advertised_host", "str", "host given to clients of the default listener", flag="--advertised-host"),
+    _s("advertised_port", "int", "port given to clients of the default listener", minimum=0, maximum=65535, flag="--advertised-port"),
+    _s("listeners", "list", "named listeners, NAME://host:port, comma-separated; replace host/port", "listeners", flag="--listener"),
+    _s("advertised_listeners", "list", "NAME://host:port given to clients of listener NAME", "advertised.listeners", flag="--advertised-listener"),
+    _s("listener_security_protocol_map", "list", "NAME:PROTOCOL pairs; every protocol must be PLAINTEXT", "listener.security.protocol.map"),
+    _s("max_frame_bytes", "int", "largest request accepted", "socket.request.max.bytes", minimum=1, maximum=INT_MAX, flag="--max-frame-bytes"),
+    _s("metrics_port", "int", "serve Prometheus metrics on this port (0: any free port)", minimum=0, maximum=65535, flag="--metrics-port"),
+    _s("metrics_host", "str", "address the metrics endpoint binds", flag="--metrics-host"),
+    # -- broker ----------------------------------------------------------------
+    _s("data_dir", "path", "where logs and metadata live (one directory)", ("log.dirs", "log.dir"), flag="--data-dir"),
+    _s("node_id", "int", "this broker's id", ("node.id", "broker.id"), minimum=0, maximum=INT_MAX),
+    _s("log_format", "choice", "json or console; logs go to stderr", choices=("json", "console"), flag="--log-format"),
+    _s("log_level", "choice", "", choices=("debug", "info", "warning", "error", "critical"), flag="--log-level"),
+    _s("fsync", "choice", "when data is forced to disk: always, interval or never", choices=("always", "interval", "never"), flag="--fsync"),
+    _s("fsync_interval_ms", "int", "for fsync=interval", minimum=1, maximum=LONG_MAX, flag="--fsync-interval-ms"),
+    _s("maintenance_interval_ms", "int", "how often flushes, retention and compaction are checked", minimum=1, maximum=INT_MAX),
+    _s("auto_create_topics", "bool", "create unknown topics on Metadata", "auto.create.topics.enable", flag="--auto-create-topics"),
+    _s("num_partitions", "int", "partitions of auto-created topics", "num.partitions", minimum=1, maximum=INT_MAX, flag="--num-partitions"),
+    # -- broker-wide topic defaults (Kafka's log.* settings) --------------------
+    _s("log_retention_ms", "topic", "default retention.ms; wins over the minutes and hours forms", "log.retention.ms", topic="retention.ms"),
+    _s("log_retention_minutes", "minutes", "default retention, in minutes; wins over hours", "log.retention.minutes", topic="retention.ms"),
+    _s("log_retention_hours", "hours", "default retention, in hours", "log.retention.hours", topic="retention.ms", default=168),
+    _s("log_retention_bytes", "topic", "default retention.bytes", "log.retention.bytes", topic="retention.bytes"),
+    _s("log_segment_bytes", "topic", "default segment.bytes", "log.segment.bytes", topic="segment.bytes"),
+    _s("log_roll_ms", "topic", "default segment.ms; wins over log.roll.hours", "log.roll.ms", topic="segment.ms"),
+    _s("log_roll_hours", "hours", "default segment.ms, in hours", "log.roll.hours", topic="segment.ms", default=168),
+    _s("log_cleanup_policy", "topic", "default cleanup.policy", "log.cleanup.policy", topic="cleanup.policy"),
+    _s("log_cleaner_delete_retention_ms", "topic", "default delete.retention.ms", "log.cleaner.delete.retention.ms", topic="delete.retention.ms"),
+    _s("log_cleaner_min_compaction_lag_ms", "topic", "default min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", topic="min.compaction.lag.ms"),
+    _s("log_cleaner_min_cleanable_ratio", "topic", "default min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio", topic="min.cleanable.dirty.ratio"),
+    _s("log_index_size_max_bytes", "topic", "default segment.index.bytes", "log.index.size.max.bytes", topic="segment.index.bytes"),
+    _s("log_index_interval_bytes", "topic", "default index.interval.bytes", "log.index.interval.bytes", topic="index.interval.bytes"),
+    _s("log_segment_delete_delay_ms", "topic", "default file.delete.delay.ms", "log.segment.delete.delay.ms", topic="file.delete.delay.ms"),
+    _s("log_message_timestamp_type", "topic", "default message.timestamp.type", "log.message.timestamp.type", topic="message.timestamp.type"),
+    _s("message_max_bytes", "topic", "default max.message.bytes", "message.max.bytes", topic="max.message.bytes"),
+    _s("compression_type", "topic", "default compression.type (accepted, reported, not enforced)", "compression.type", topic="compression.type"),
+    _s("min_insync_replicas", "topic", "default min.insync.replicas (accepted, reported, not enforced)", "min.insync.replicas", topic="min.insync.replicas"),
+    # -- group coordinator -------------------------------------------------------
+    _s("offsets_topic_num_partitions", "int", "partitions of __consumer_offsets when it is first created", "offsets.topic.num.partitions", minimum=1, maximum=INT_MAX, flag=True),
+    _s("group_initial_rebalance_delay_ms", "int", "wait for more members before the first rebalance (Kafka's default is 3000)", "group.initial.rebalance.delay.ms", minimum=0, maximum=INT_MAX, flag=True),
+    _s("group_min_session_timeout_ms", "int", "smallest session timeout JoinGroup accepts", "group.min.session.timeout.ms", minimum=0, maximum=INT_MAX, flag=True),
+    _s("group_max_session_timeout_ms", "int", "largest session timeout JoinGroup accepts", "group.max.session.timeout.ms", minimum=0, maximum=INT_MAX, flag=True),
+    _s("group_max_size", "int", "members of a classic group", "group.max.size", minimum=1, maximum=INT_MAX, flag=True),
+    _s("offsets_retention_minutes", "int", "how long committed offsets of an empty group are kept (KIP-211)", "offsets.retention.minutes", minimum=1, maximum=INT_MAX, flag=True),
+    _s("offsets_retention_check_interval_ms", "int", "how often expired offsets are looked for", "offsets.retention.check.interval.ms", minimum=1, maximum=LONG_MAX, flag=True),
+    _s("offset_metadata_max_bytes", "int", "largest commit metadata string", "offset.metadata.max.bytes", minimum=0, maximum=INT_MAX),
+    _s("group_coordinator_append_linger_ms", "int", "how long coordinator writes wait to share a batch", "group.coordinator.append.linger.ms", minimum=0, maximum=INT_MAX, flag=True),
+    _s("group_consumer_session_timeout_ms", "int", "KIP-848 session timeout", "group.consumer.session.timeout.ms", minimum=1, maximum=INT_MAX, flag=True),
+    _s("group_consumer_heartbeat_interval_ms", "int", "KIP-848 heartbeat interval", "group.consumer.heartbeat.interval.ms", minimum=1, maximum=INT_MAX, flag=True),
+    _s("group_consumer_max_size", "int", "members of a KIP-848 group", "group.consumer.max.size", minimum=1, maximum=INT_MAX, flag=True),
+    _s(
+        "group_consumer_migration_policy",
+        "choice",
+        "classic <-> consumer group conversion",
+        "group.consumer.migration.policy",
+        choices=("bidirectional", "upgrade", "downgrade", "disabled"),
+        flag=True,
+    ),
+)
+
+BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
+_BY_NAME: dict[str, Setting] = {}
+for _setting in SETTINGS:
+    _BY_NAME[_setting.key] = _setting
+    _BY_NAME[_setting.key.replace("_", "-")] = _setting
+    for _k in _setting.kafka:
+        _BY_NAME[_k] = _setting
+_DEFAULT_LISTENER_KEYS = ("host", "port", "advertised_host", "advertised_port")
+
+
+def lookup(name: str) -> Setting:
+    """The setting called ``name`` (kafkalite or Kafka name); ConfigError if there is none."""
+    s = _BY_NAME.get(name.strip())
+    if s is None:
+        import difflib
+
+        hint = difflib.get_close_matches(name, list(_BY_NAME), n=1)
+        raise ConfigError(f"unknown setting {name!r}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
+    return s
+
+
+def default_of(s: Setting):
+    """The default value, for the docs."""
+    if s.topic is not None:
+        if s.default is not None:
+            return s.default
+        if s.kind == "minutes":
+            return None
+        return LogConfig().to_kafka().get(s.topic)
+    return {f.name: f for f in fields(BrokerConfig)}[s.key].default
+
+
+# ============================================================== parsing
+
+
+def _as_int(s: Setting, value) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"expected an integer, got {value!r}")
+    if isinstance(value, int):
+        v = value
+    elif isinstance(value, str):
+        try:
+            v = int(value.strip())
+        except ValueError:
+            raise ValueError(f"expected an integer, got {value!r}") from None
+    else:
+        raise ValueError(f"expected an integer, got {value!r}")
+    if s.minimum is not None and v < s.minimum:
+        raise ValueError(f"{v} is below the minimum, {s.minimum}")
+    if s.maximum is not None and v > s.maximum:
+        raise ValueError(f"{v} is above the maximum, {s.maximum}")
+    return v
+
+
+def _convert(s: Setting, value):
+    kind = s.kind
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if kind in ("int", "hours", "minutes"):
+        v = _as_int(s, value)
+        if kind == "hours":
+            return str(v * 3_600_000)
+        if kind == "minutes":
+            return str(v * 60_000)
+        return v
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
             return True
-        if raw.lower() in ("0", "false", "no", "off"):
+        if text in ("0", "false", "no", "off"):
             return False
-        raise ValueError(f"{_env_name(name)}: expected a boolean, got {raw!r}")
-    if isinstance(current, int):
-        return int(raw)
-    return raw
+        raise ValueError(f"expected true or false, got {value!r}")
+    if kind in ("str", "path"):
+        if not isinstance(value, str):
+            raise ValueError(f"expected a string, got {value!r}")
+        if kind == "path":
+            if s.key == "data_dir" and "," in value:
+                raise ValueError("kafkalite keeps its data in one directory")
+            return Path(value)
+        return value
+    if kind == "choice":
+        text = str(value).strip().lower()
+        if s.key == "log_level" and text == "warn":
+            text = "warning"
+        if text not in s.choices:
+            raise ValueError(f"expected one of {', '.join(s.choices)}, got {value!r}")
+        return text
+    if kind == "list":
+        if isinstance(value, (list, tuple)):
+            if not all(isinstance(v, str) for v in value):
+                raise ValueError(f"expected strings, got {value!r}")
+        elif not isinstance(value, str):
+            raise ValueError(f"expected a string or a list of strings, got {value!r}")
+        return split_list(value)
+    if kind == "topic":
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, (int, float, str)):
+            text = str(value)
+        else:
+            raise ValueError(f"expected a value, got {value!r}")
+        LogConfig.from_kafka({s.topic: text})  # validates
+        return text
+    raise AssertionError(kind)
+
+
+def parse_value(name: str, value, where: str) -> tuple[Setting, object]:
+    """Resolve ``name`` and convert ``value``; ConfigError mentions ``where``."""
+    try:
+        s = lookup(name)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    try:
+        return s, _convert(s, value)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: invalid value for {s.name}: {_strip_prefix(str(exc), s)}") from None
+
+
+def _strip_prefix(message: str, s: Setting) -> str:
+    # LogConfig's messages start with the topic config's name
+    if s.topic and message.startswith(s.topic + ": "):
+        return message[len(s.topic) + 2 :]
+    return message
+
+
+def _flatten(table: Mapping, prefix: str = "") -> Iterable[tuple[str, object]]:
+    for k, v in table.items():
+        name = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, dict):
+            yield from _flatten(v, name)
+        else:
+            yield name, v
+
+
+def read_toml(path: Path) -> dict[str, object]:
+    """A TOML file's settings as a flat {name: value}; ConfigError if unreadable."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path}: not valid TOML: {exc}") from None
+    return dict(_flatten(data))
+
+
+def parse_assignment(text: str) -> tuple[str, str]:
+    name, eq, value = text.partition("=")
+    if not eq or not name.strip():
+        raise ConfigError(f"--set {text!r}: expected name=value")
+    return name.strip(), value.strip()
+
+
+# ============================================================== loading
+
+
+def load_config(
+    flags: Mapping[str, object] | None = None,
+    sets: Iterable[str] = (),
+    config_file: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> BrokerConfig:
+    """Build the configuration from every source (see the module docstring).
+
+    ``flags`` holds serve flags by kafkalite name (None: not given), ``sets``
+    the ``--set name=value`` strings, ``config_file`` the TOML path (else
+    ``KAFKALITE_CONFIG``), ``overrides`` settings by either name with native
+    values (``broker.testing`` passes them), strongest of all. Raises ConfigError.
+    """
+    environ = os.environ if environ is None else environ
+    values: dict[str, tuple[object, str]] = {}  # key -> (value, where)
+    topic_values: dict[str, tuple[object, str]] = {}
+
+    def put(s: Setting, v, where: str, layer: dict[str, str]) -> None:
+        if s.key in layer and layer[s.key] != where:
+            raise ConfigError(f"{where}: {s.name} is already set by {layer[s.key]}")
+        layer[s.key] = where
+        (topic_values if s.topic else values)[s.key] = (v, where)
+
+    path = config_file if config_file is not None else environ.get("KAFKALITE_CONFIG") or None
+    if path is not None:
+        layer: dict[str, str] = {}
+        for name, raw in read_toml(Path(path)).items():
+            s, v = parse_value(name, raw, f"{path}: {name}")
+            put(s, v, f"{path}: {name}", layer)
+    layer = {}
+    for s in SETTINGS:
+        raw = environ.get(s.env)
+        if raw is None or raw == "":
+            continue
+        s, v = parse_value(s.key, raw, s.env)
+        put(s, v, s.env, layer)
+    layer = {}
+    for text in sets:
+        name, raw = parse_assignment(text)
+        s, v = parse_value(name, raw, f"--set {name}")
+        layer.pop(s.key, None)  # a later --set of the same setting wins
+        put(s, v, f"--set {name}", layer)
+    layer = {}
+    for key, raw in (flags or {}).items():
+        if raw is None or raw == []:
+            continue
+        s = BY_KEY.get(key)
+        if s is None:
+            raise ConfigError(f"--{key.replace('_', '-')}: this flag has no setting in broker/config.py")
+        where = s.flag or _flag(key)
+        s, v = parse_value(key, raw, where)
+        put(s, v, where, layer)
+    layer = {}
+    for name, raw in (overrides or {}).items():
+        if raw is None:
+            continue
+        s, v = parse_value(name, raw, f"setting {name}")
+        put(s, v, f"setting {name}", layer)
+
+    cfg = BrokerConfig()
+    for key, (v, _where) in values.items():
+        setattr(cfg, key, v)
+    cfg.log_defaults = _log_defaults(topic_values)
+    _check(cfg, values)
+    return cfg
+
+
+def _log_defaults(topic_values: dict[str, tuple[object, str]]) -> LogConfig:
+    configs: dict[str, str] = {}
+    # Kafka's order: the ms forms win over minutes, minutes over hours
+    for key in ("log_retention_hours", "log_retention_minutes", "log_retention_ms", "log_roll_hours", "log_roll_ms"):
+        if key in topic_values:
+            configs[BY_KEY[key].topic] = topic_values[key][0]
+    for key, (v, _where) in topic_values.items():
+        if BY_KEY[key].kind == "topic" and key not in ("log_retention_ms", "log_roll_ms"):
+            configs[BY_KEY[key].topic] = v
+    try:
+        return LogConfig.from_kafka(configs)
+    except ValueError as exc:  # values are checked one by one already; this is belt and braces
+        raise ConfigError(f"invalid broker-wide topic defaults: {exc}") from None
+
+
+def _check(cfg: BrokerConfig, values: dict[str, tuple[object, str]]) -> None:
+    """Rules that involve more than one setting."""
+    if cfg.listeners:
+        clash = [values[k][1] for k in _DEFAULT_LISTENER_KEYS if k in values]
+        if clash:
+            raise ConfigError(
+                f"{', '.join(clash)}: the single default listener's address cannot be combined with "
+                f"named listeners (from {values['listeners'][1]}); give every listener as NAME://host:port "
+                f"and their advertised addresses as advertised listeners"
+            )
+    elif cfg.advertised_listeners:
+        raise ConfigError(f"{values['advertised_listeners'][1]}: advertised listeners need listeners")
+    try:
+        specs = cfg.listener_specs()
+    except ListenerError as exc:
+        where = values.get("listeners", values.get("listener_security_protocol_map", (None, "listeners")))[1]
+        raise ConfigError(f"{where}: {exc}") from None
+    if cfg.metrics_port:
+        for spec in specs:
+            if spec.port == cfg.metrics_port:
+                raise ConfigError(f"{values['metrics_port'][1]}: port {cfg.metrics_port} is also listener {spec.name}'s")
+    if cfg.group_min_session_timeout_ms > cfg.group_max_session_timeout_ms:
+        raise ConfigError(
+            f"group.min.session.timeout.ms ({cfg.group_min_session_timeout_ms}) is above "
+            f"group.max.session.timeout.ms ({cfg.group_max_session_timeout_ms})"
+        )

@@ -1,6 +1,11 @@
-"""DescribeCluster (60), v0-2: this one broker, which is also the controller."""
+"""DescribeCluster (60), v0-2: this one broker, which is also the controller.
+
+The broker is described by the advertised address of the client's listener.
+"""
 
 from protocol.errors import ErrorCode
+
+from ..listeners import advertised_for
 
 API_KEY = 60
 NAME = "DescribeCluster"
@@ -16,7 +21,7 @@ async def handle(ctx, req):
             "error_message": f"endpoint type {endpoint_type} is not served by this broker",
             "endpoint_type": endpoint_type,
         }
-    host, port = ctx.broker.advertised
+    host, port = advertised_for(ctx)
     node = ctx.cluster.node_id
     return {
         "error_code": ErrorCode.none,

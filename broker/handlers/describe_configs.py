@@ -52,12 +52,12 @@ def topic_config_entries(ctx, overrides: dict[str, str], config) -> list[dict]:
 
 def broker_config_entries(ctx) -> list[dict]:
     cfg = ctx.config
-    host, port = ctx.broker.advertised
+    listeners, advertised = ctx.broker.kafka_listeners()
     static = {
         "node.id": str(cfg.node_id),
         "broker.id": str(cfg.node_id),
-        "listeners": f"PLAINTEXT://{cfg.host}:{cfg.port}",
-        "advertised.listeners": f"PLAINTEXT://{host}:{port}",
+        "listeners": listeners,
+        "advertised.listeners": advertised,
         "log.dirs": str(cfg.data_dir),
         "num.partitions": str(cfg.num_partitions),
         "auto.create.topics.enable": "true" if cfg.auto_create_topics else "false",

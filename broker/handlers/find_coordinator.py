@@ -2,10 +2,13 @@
 
 This broker coordinates every group (and would every transaction): the
 answer is always this node, for any key of type GROUP (0) or TRANSACTION (1).
+The address is that of the listener the client connected through.
 v4+ batch keys. SHARE keys (2) need v6 and are not served: INVALID_REQUEST.
 """
 
 from protocol.errors import ErrorCode
+
+from ..listeners import advertised_for
 
 API_KEY = 10
 NAME = "FindCoordinator"
@@ -14,7 +17,7 @@ GROUP, TRANSACTION = 0, 1
 
 
 def _answer(ctx, key: str, key_type: int) -> dict:
-    host, port = ctx.broker.advertised
+    host, port = advertised_for(ctx)
     if key_type not in (GROUP, TRANSACTION):
         return {"key": key, "error_code": ErrorCode.invalid_request, "error_message": f"key type {key_type} is not served", "node_id": -1, "host": "", "port": -1}
     if key_type == GROUP and not key and ctx.version < 4:

@@ -5,6 +5,8 @@
 - Unknown topics are created when both the request (v4+) and the broker
   (``--auto-create-topics``) allow it, with ``--num-partitions`` partitions.
 - v10+ can name topics by id; an unknown id answers UNKNOWN_TOPIC_ID.
+- The one broker is described by the advertised address of the listener the
+  client connected through (Kafka's ``advertised.listeners``).
 """
 
 import uuid
@@ -12,6 +14,7 @@ import uuid
 from protocol.errors import ErrorCode
 
 from ..cluster import LEADER_EPOCH, TopicError, validate_topic_name
+from ..listeners import advertised_for
 
 API_KEY = 3
 NAME = "Metadata"
@@ -45,7 +48,7 @@ def topic_entry(cluster, topic, node):
 async def handle(ctx, req):
     cluster = ctx.cluster
     node = cluster.node_id
-    host, port = ctx.broker.advertised
+    host, port = advertised_for(ctx)
     version = ctx.version
     requested = req.topics
     if requested is None or (version == 0 and not requested):
@@ -64,10 +67,10 @@ async def handle(ctx, req):
                     topics.append(topic_entry(cluster, topic, node))
                 continue
             topic = cluster.topics.get(name)
+            if topic is None and validate_topic_name(name) is not None:
+                topics.append({"error_code": ErrorCode.invalid_topic_exception, "name": name, "topic_id": _ZERO_ID})
+                continue
             if topic is None and allow_create and not name.startswith("__"):
-                if validate_topic_name(name) is not None:
-                    topics.append({"error_code": ErrorCode.invalid_topic_exception, "name": name, "topic_id": _ZERO_ID})
-                    continue
                 try:
                     topic = cluster.create_topic(name, ctx.config.num_partitions)
                 except TopicError as exc:

@@ -1,0 +1,88 @@
+"""pytest plugin: kafkalite brokers as fixtures (registered through ``pytest11``).
+
+    def test_orders(kafkalite_broker):
+        kafkalite_broker.create_topic("orders", 3)
+        producer = Producer({"bootstrap.servers": kafkalite_broker.bootstrap_servers})
+        ...
+        kafkalite_broker.faults.fail("Produce", "NOT_LEADER_OR_FOLLOWER")
+        kafkalite_broker.restart()          # same data, same port
+
+- ``kafkalite_broker``: a broker per test, over a fresh temporary data dir.
+- ``kafkalite_session_broker``: one broker for the session; its faults and
+  recorders are cleared after each test, and it is started again if a test
+  stopped it. Tests share its topics, so give them unique names.
+
+Both are ``broker.testing.BrokerThread`` objects: the broker runs in this
+process on its own event loop thread, on an ephemeral port of 127.0.0.1, so
+sync and async tests alike can use them (async tests restart it with
+``await broker.arestart()``). Settings come from, weakest first, the
+``kafkalite_settings`` ini option (``name=value`` lines), then for
+``kafkalite_broker`` the ``kafkalite`` marker::
+
+    @pytest.mark.kafkalite({"group.initial.rebalance.delay.ms": 100}, num_partitions=3)
+    def test_slow_rebalance(kafkalite_broker): ...
+
+Test brokers default to ``offsets.topic.num.partitions=1`` (it makes start
+several times faster; set it back to 50 to mirror Kafka's placement).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addini("kafkalite_settings", "kafkalite broker settings for the kafkalite fixtures, one name=value a line", type="linelist", default=[])
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "kafkalite(settings=None, **settings): broker settings for the kafkalite_broker fixture")
+
+
+def _ini_settings(config) -> dict[str, object]:
+    from broker.config import parse_assignment
+
+    return dict(parse_assignment(line) for line in config.getini("kafkalite_settings") if line.strip())
+
+
+def _marker_settings(node) -> dict[str, object]:
+    from broker.testing import merge_settings
+
+    layers = []
+    for marker in reversed(list(node.iter_markers("kafkalite"))):  # closest marker last, so it wins
+        layers += [*marker.args, marker.kwargs]
+    return merge_settings(*layers)
+
+
+@pytest.fixture
+def kafkalite_broker(request, tmp_path_factory):
+    """A fresh in-process broker for this test (a ``broker.testing.BrokerThread``)."""
+    from broker.testing import BrokerThread, merge_settings
+
+    settings = merge_settings(_ini_settings(request.config), _marker_settings(request.node))
+    broker = BrokerThread(tmp_path_factory.mktemp("kafkalite"), settings=settings)
+    broker.start()
+    yield broker
+    broker.close()
+
+
+@pytest.fixture(scope="session")
+def _kafkalite_session(request, tmp_path_factory):
+    from broker.testing import BrokerThread
+
+    broker = BrokerThread(tmp_path_factory.mktemp("kafkalite-session"), settings=_ini_settings(request.config))
+    broker.start()
+    yield broker
+    broker.close()
+
+
+@pytest.fixture
+def kafkalite_session_broker(_kafkalite_session):
+    """The session's shared broker, faults cleared after the test."""
+    broker = _kafkalite_session
+    if not broker.running:
+        broker.start()
+    yield broker
+    broker.faults.clear()
+    if not broker.running:
+        broker.start()

@@ -3,7 +3,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test test-unit reference-kafka test-conformance test-clients compat bench lint clean
+.PHONY: install run test spark-jars test-unit reference-kafka test-conformance test-clients compat bench lint clean
 
 install: $(STAMP)
 
@@ -16,7 +16,10 @@ $(STAMP): pyproject.toml
 run: install
 	$(BIN)/kafkalite serve
 
-test: install
+spark-jars: install
+	$(BIN)/python -m pipeline.jars --if-possible
+
+test: install spark-jars
 	$(BIN)/pytest -q tests
 
 test-unit: install
@@ -40,7 +43,7 @@ bench: install
 	$(BIN)/python -m bench.groups
 
 lint: install
-	$(BIN)/ruff check broker protocol storage bench tests
+	$(BIN)/ruff check broker protocol storage bench tests pipeline
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

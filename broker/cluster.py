@@ -25,6 +25,7 @@ from .producers import ProducerStateTable
 
 log = get_logger("cluster")
 
+KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 PRODUCER_ID_BLOCK = 1000
@@ -83,7 +84,17 @@ class Topic:
 
     @property
     def internal(self) -> bool:
+        """Hidden from Metadata listings unless named (names starting with "__")."""
         return self.name.startswith("__")
+
+    @property
+    def kafka_internal(self) -> bool:
+        """Flagged is_internal in Metadata: only the topics Kafka itself calls internal.
+
+        Spark's Kafka source, for one, silently reads nothing from a topic flagged
+        internal, so kafkalite's own __kafkalite_group_events is not flagged.
+        """
+        return self.name in KAFKA_INTERNAL_TOPICS
 
 
 class MetadataView:
@@ -130,7 +141,7 @@ class MetadataView:
 
 
 class Cluster:
-    def __init__(self, data_dir: Path, defaults: LogConfig, *, node_id: int = 1, clock=time.time, maintenance_interval_s: float = 1.0) -> None:
+    def __init__(self, data_dir: Path, defaults: LogConfig, *, node_id: int = 1, clock=time.time, maintenance_interval_s: float = 1.0, retention_check_interval_ms: int = 300_000) -> None:
         self.data_dir = Path(data_dir)
         self.defaults = defaults
         self.node_id = node_id
@@ -141,7 +152,9 @@ class Cluster:
         self._next_pid = 0
         self._pid_limit = 0
         self.metadata = MetadataView()
-        self.logs = LogManager(self.data_dir, defaults, clock=clock, maintenance_interval_s=maintenance_interval_s)
+        self.logs = LogManager(
+            self.data_dir, defaults, clock=clock, maintenance_interval_s=maintenance_interval_s, retention_check_interval_ms=retention_check_interval_ms
+        )
 
     # ------------------------------------------------------------------ startup
     def load(self) -> None:

@@ -62,6 +62,7 @@ class BrokerConfig:
     num_partitions: int = 1
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     maintenance_interval_ms: int = 1000
+    log_retention_check_interval_ms: int = 300_000
     metrics_port: int | None = None
     metrics_host: str | None = None
     # group coordinator (Kafka names: the same with dots)
@@ -187,7 +188,8 @@ SETTINGS: tuple[Setting, ...] = (
     _s("log_level", "choice", "", choices=("debug", "info", "warning", "error", "critical"), flag="--log-level"),
     _s("fsync", "choice", "when data is forced to disk: always, interval or never", choices=("always", "interval", "never"), flag="--fsync"),
     _s("fsync_interval_ms", "int", "for fsync=interval", minimum=1, maximum=LONG_MAX, flag="--fsync-interval-ms"),
-    _s("maintenance_interval_ms", "int", "how often flushes, retention and compaction are checked", minimum=1, maximum=INT_MAX),
+    _s("maintenance_interval_ms", "int", "how often flushes and compaction are checked", minimum=1, maximum=INT_MAX),
+    _s("log_retention_check_interval_ms", "int", "how often retention deletes old segments", "log.retention.check.interval.ms", minimum=1, maximum=INT_MAX),
     _s("auto_create_topics", "bool", "create unknown topics on Metadata", "auto.create.topics.enable", flag="--auto-create-topics"),
     _s("num_partitions", "int", "partitions of auto-created topics", "num.partitions", minimum=1, maximum=INT_MAX, flag="--num-partitions"),
     # -- broker-wide topic defaults (Kafka's log.* settings) --------------------

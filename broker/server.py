@@ -52,6 +52,7 @@ class Broker:
             config.effective_log_defaults(),
             node_id=config.node_id,
             maintenance_interval_s=config.maintenance_interval_ms / 1000,
+            retention_check_interval_ms=config.log_retention_check_interval_ms,
         )
         self.coordinator = GroupCoordinator(self.cluster, config.group_config(), fsync_always=config.fsync == "always")
         self.supported = supported_versions()

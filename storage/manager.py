@@ -57,11 +57,15 @@ class LogManager:
         clock: Callable[[], float] = time.time,
         *,
         maintenance_interval_s: float = 1.0,
+        retention_check_interval_ms: int = 300_000,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.default_config = default_config
         self._clock = clock
         self.maintenance_interval_s = maintenance_interval_s
+        # log.retention.check.interval.ms: retention runs this often, as in Kafka (flushes and compaction every tick)
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self._next_retention_ms: int | None = None
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -170,6 +174,11 @@ class LogManager:
     def run_maintenance_once(self, now_ms: int | None = None) -> None:
         """flush_if_due + retention + compaction for every open log (errors are logged)."""
         now = int(self._clock() * 1000) if now_ms is None else now_ms
+        if now_ms is not None or self._next_retention_ms is None or now >= self._next_retention_ms:
+            retention_due = True
+            self._next_retention_ms = now + self.retention_check_interval_ms
+        else:
+            retention_due = False
         for key, plog in self.logs().items():
             if self._stop.is_set() and self._thread is not None and threading.current_thread() is self._thread:
                 break
@@ -178,7 +187,7 @@ class LogManager:
             try:
                 plog.flush_if_due(now)
                 cfg = plog.config
-                if cfg.delete:
+                if cfg.delete and retention_due:
                     plog.enforce_retention(now)
                 if cfg.compact and plog.needs_compaction(now):
                     plog.compact(now)

@@ -57,19 +57,20 @@ class EventPublisher:
 class EventLog:
     """A structlog logger that also publishes group events to the event topic."""
 
-    def __init__(self, log, publisher: EventPublisher | None) -> None:
+    def __init__(self, log, publisher: EventPublisher | None, context: dict | None = None) -> None:
         self._log = log
         self._publisher = publisher
+        self._context = context or {}
 
     def bind(self, **kw) -> EventLog:
-        return EventLog(self._log.bind(**kw), self._publisher)
+        return EventLog(self._log.bind(**kw), self._publisher, {**self._context, **kw})
 
     def info(self, event: str, **kw) -> None:
         self._log.info(event, **kw)
         group = kw.get("group")
         if self._publisher is not None and group is not None and event in PUBLISHED:
             try:
-                self._publisher.publish(group, {"event": event, "ts": time.time(), **kw})
+                self._publisher.publish(group, {"event": event, "ts": time.time(), **self._context, **kw})
             except Exception:  # noqa: BLE001 - the event stream must never break the coordinator
                 self._log.exception("could not publish group event", event=event)
 

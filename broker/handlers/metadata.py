@@ -28,7 +28,7 @@ def topic_entry(cluster, topic, node):
         "error_code": ErrorCode.none,
         "name": topic.name,
         "topic_id": topic.topic_id,
-        "is_internal": topic.internal,
+        "is_internal": topic.kafka_internal,
         "partitions": [
             {
                 "error_code": ErrorCode.none,

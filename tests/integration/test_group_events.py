@@ -43,5 +43,13 @@ def test_rebalances_are_published_as_json_keyed_by_group(shared_broker):
     assert first["group"] == "evented" and first["generation_after"] == first["generation_before"] + 1
     assert sorted(first["partitions_moved"]) == ["events-topic-0", "events-topic-1"]
     assert first["members_joined"] and first["protocol"] == "range"
-    # the topic is internal: listed only when asked for by name
+    assert isinstance(first["shard"], int)  # the logger's bound context travels with the event
+    # a "__" topic: listed only when asked for by name, but not flagged internal
+    # (Spark's Kafka source reads nothing from topics flagged internal)
     assert "__kafkalite_group_events" not in admin.list_topics(timeout=10).topics
+    from tests.raw import RawClient
+
+    raw = RawClient(shared_broker.bootstrap)
+    md = raw.request(3, 12, {"topics": [{"name": "__kafkalite_group_events"}, {"name": "__consumer_offsets"}], "allow_auto_topic_creation": False})
+    raw.close()
+    assert {t.name: t.is_internal for t in md.topics} == {"__kafkalite_group_events": False, "__consumer_offsets": True}

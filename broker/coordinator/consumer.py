@@ -440,7 +440,10 @@ class ConsumerGroups:
     # ================================================================ metadata, regexes
     def _refresh_regexes(self, group: ConsumerGroup) -> bool:
         meta = self.shard.metadata
-        used = {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex is not None}
+        if not group.regex_users and not group.regexes:
+            group.checked_metadata_version = meta.version
+            return False
+        used = set(group.regex_users)
         changed = False
         for regex in list(group.regexes):
             if regex not in used:
@@ -460,11 +463,15 @@ class ConsumerGroups:
 
     def _metadata_hash(self, group: ConsumerGroup) -> int:
         meta = self.shard.metadata
+        cached_sub, cached_meta, cached = group.hash_cache
+        if cached_sub == group.subscription_version and cached_meta == meta.version:
+            return cached if group.members else 0
         h = hashlib.blake2b(digest_size=8)
         for name in sorted(group.subscribed_topic_names()):
             info = meta.by_name.get(name)
             h.update(f"{name}\0{info[0] if info else ''}\0{info[1] if info else 0}\n".encode())
         value = int.from_bytes(h.digest(), "big", signed=True)
+        group.hash_cache = (group.subscription_version, meta.version, value)
         return value if group.members else 0
 
     # ================================================================ target assignment

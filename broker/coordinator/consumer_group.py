@@ -9,6 +9,7 @@ Assignments are ``{topic_id: frozenset(partitions)}``.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 
 STABLE, UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS, UNKNOWN = 0, 1, 2, 127
@@ -40,6 +41,8 @@ class ConsumerMember:
     has_metadata: bool = False  # a MemberMetadata record was replayed
     # since when the member has not held its full target (for the rebalance event)
     waiting_since_ms: int | None = None
+    # the subscription as counted in the group's topic_users / regex_users
+    counted: tuple | None = None
 
     @property
     def uses_classic_protocol(self) -> bool:
@@ -62,6 +65,12 @@ class ConsumerGroup:
     state_timestamp: int = -1
     # last cluster-metadata version the group was checked against
     checked_metadata_version: int = -1
+    # subscriptions, kept up to date by replay so a heartbeat need not walk every member
+    topic_users: Counter = field(default_factory=Counter)  # topic name -> members subscribed by name
+    regex_users: Counter = field(default_factory=Counter)  # regex -> members using it
+    subscription_version: int = 0  # moves whenever any of the above or a regex's resolution changes
+    hash_cache: tuple = (-1, -1, 0)  # (subscription_version, metadata version, hash)
+    _names_cache: tuple = (-1, frozenset())
 
     protocol_type = "consumer"
 
@@ -77,15 +86,44 @@ class ConsumerGroup:
                 return RECONCILING
         return STABLE_GROUP
 
-    def subscribed_topic_names(self) -> set[str]:
-        names: set[str] = set()
-        for m in self.members.values():
-            names.update(m.subscribed_topic_names)
-            if m.subscribed_topic_regex is not None:
-                resolved = self.regexes.get(m.subscribed_topic_regex)
+    def subscribed_topic_names(self) -> frozenset[str]:
+        version, names = self._names_cache
+        if version != self.subscription_version:
+            names = set(self.topic_users)
+            for regex in self.regex_users:
+                resolved = self.regexes.get(regex)
                 if resolved is not None:
                     names.update(resolved[0])
+            names = frozenset(names)
+            self._names_cache = (self.subscription_version, names)
         return names
+
+    def set_subscription(self, member: ConsumerMember, names: list[str], regex: str | None) -> None:
+        """A member's subscription as replayed: the group's counts follow it."""
+        member.subscribed_topic_names, member.subscribed_topic_regex = list(names), regex
+        counted = (frozenset(names), regex)
+        if member.counted == counted:
+            return
+        self._uncount(member)
+        self.topic_users.update(counted[0])
+        if regex is not None:
+            self.regex_users[regex] += 1
+        member.counted = counted
+        self.subscription_version += 1
+
+    def _uncount(self, member: ConsumerMember) -> None:
+        if member.counted is None:
+            return
+        names, regex = member.counted
+        for name in names:
+            self.topic_users[name] -= 1
+            if self.topic_users[name] <= 0:
+                del self.topic_users[name]
+        if regex is not None:
+            self.regex_users[regex] -= 1
+            if self.regex_users[regex] <= 0:
+                del self.regex_users[regex]
+        member.counted = None
 
     def is_subscribed(self, topic: str) -> bool:
         return topic in self.subscribed_topic_names()
@@ -122,6 +160,8 @@ class ConsumerGroup:
         if member is None:
             return
         self._drop_epochs(member)
+        self._uncount(member)
+        self.subscription_version += 1
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
             del self.static_members[member.instance_id]
 

@@ -59,6 +59,7 @@ def replay_consumer(groups: dict, key, value) -> None:
                 group.set_current(member, 0, -1, 0, {}, {})
         elif isinstance(key, ConsumerGroupRegularExpressionKey):
             group.regexes.pop(key.regular_expression, None)
+            group.subscription_version += 1
         elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
             group.assignment_epoch = 0
         return
@@ -75,8 +76,7 @@ def replay_consumer(groups: dict, key, value) -> None:
         m.rack_id = value.rack_id
         m.client_id = value.client_id
         m.client_host = value.client_host
-        m.subscribed_topic_names = list(value.subscribed_topic_names)
-        m.subscribed_topic_regex = value.subscribed_topic_regex
+        group.set_subscription(m, list(value.subscribed_topic_names), value.subscribed_topic_regex)
         m.rebalance_timeout_ms = value.rebalance_timeout_ms
         m.server_assignor = value.server_assignor
         m.classic = value.classic_member_metadata
@@ -99,3 +99,4 @@ def replay_consumer(groups: dict, key, value) -> None:
         )
     elif isinstance(key, ConsumerGroupRegularExpressionKey):
         group.regexes[key.regular_expression] = (frozenset(value.topics), value.version, value.timestamp)
+        group.subscription_version += 1

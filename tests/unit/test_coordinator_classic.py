@@ -93,10 +93,22 @@ class Harness:
         return result
 
     def check_invariants(self) -> None:
-        """The O(1) count of members awaiting a join matches the members themselves."""
+        """Counts kept incrementally match the members themselves."""
+        from collections import Counter
+
+        from broker.coordinator.consumer_group import ConsumerGroup
+
         for g in self.shard.groups.values():
             if isinstance(g, ClassicGroup):
                 assert g.num_awaiting_join == sum(1 for m in g.members.values() if m.join_future is not None), g.group_id
+            elif isinstance(g, ConsumerGroup):
+                by_name = Counter(n for m in g.members.values() for n in set(m.subscribed_topic_names))
+                by_regex = Counter(m.subscribed_topic_regex for m in g.members.values() if m.subscribed_topic_regex is not None)
+                assert (dict(g.topic_users), dict(g.regex_users)) == (dict(by_name), dict(by_regex)), g.group_id
+                naive = set(by_name)
+                for regex in by_regex:
+                    naive |= set(g.regexes.get(regex, (frozenset(),))[0])
+                assert g.subscribed_topic_names() == naive, g.group_id
 
     def commit_held(self) -> None:
         while self.held:

@@ -3,7 +3,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test spark-jars test-unit reference-kafka test-conformance test-clients compat bench lint clean
+.PHONY: install run test spark-jars test-unit reference-kafka test-conformance test-clients compat bench bench-compare lint clean
 
 install: $(STAMP)
 
@@ -41,6 +41,9 @@ compat: install
 bench: install
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.groups
+
+bench-compare: install
+	$(BIN)/python -m bench.compare
 
 lint: install
 	$(BIN)/ruff check broker protocol storage bench tests pipeline

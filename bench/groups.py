@@ -1,6 +1,6 @@
 """Load generator for the group coordinator: thousands of simulated members in one process.
 
-    python -m bench.groups [--quick] [--seconds S] [--no-docs] [--profile DIR]
+    python -m bench.groups [--quick] [--seconds S] [--no-docs] [--profile DIR] [--kip848]
 
 Speaks the Kafka protocol directly (kio through ``protocol.codec``) over
 asyncio connections, one per simulated member, against child brokers on
@@ -10,10 +10,14 @@ loopback, and measures:
 2. OffsetCommit throughput (single-partition "simple" commits) at
    ``--group-coordinator-append-linger-ms`` 5 and 1;
 3. Heartbeat throughput of a Stable 1000-member group;
-4. how fast the coordinator replays ~1M offset records at start-up.
+4. how fast the coordinator replays ~1M offset records at start-up;
+5. (``kip848``, ``bench/kip848_scenarios.py``) one member joining a group of
+   100, 1000 and 3000 members, with the KIP-848 consumer protocol and with
+   classic eager and classic cooperative rebalancing.
 
-Prints a table and replaces the ``## Group coordinator`` section of
-``docs/benchmarks.md`` (the rest of the page is left alone). With
+Prints a table and replaces the ``## Group coordinator`` and ``## KIP-848 vs
+classic rebalancing`` sections of ``docs/benchmarks.md`` (the rest of the page
+is left alone; ``--kip848`` runs and rewrites only the latter). With
 ``--profile DIR`` every broker runs under cProfile and leaves a .prof file
 in DIR (the numbers are then not comparable; use it to find hot spots).
 """
@@ -34,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import group_scenarios as gs
+from . import kip848_report as kr
+from . import kip848_scenarios as ks
 from .procstat import cpu_seconds, machine
 from .spawn import ROOT, Broker
 
@@ -60,15 +66,27 @@ class Plan:
     lingers: list[int]
     load_groups: int
     load_partitions: int
+    k848_sizes: list[tuple[int, int, int]] = field(default_factory=list)  # (group size, joins, heartbeat interval ms)
+    k848_window: float = 2.0
+    k848_protocols: list[str] = field(default_factory=lambda: ["eager", "cooperative", "kip848"])
 
 
 def make_plan(args) -> Plan:
     if args.quick:
-        plan = Plan([(10, 5), (100, 3), (1000, 1)], 1.5, 0.3, 4, 1000, [(64, 8), (256, 4)], [5, 1], 2000, 100)
+        plan = Plan([(10, 5), (100, 3), (1000, 1)], 1.5, 0.3, 4, 1000, [(64, 8), (256, 4)], [5, 1], 2000, 100,
+                    [(100, 2, 200), (1000, 1, 1000), (3000, 1, 5000)], 1.5)
     else:
-        plan = Plan([(10, 20), (100, 10), (1000, 3)], 5.0, 0.5, 4, 1000, [(64, 8), (256, 4)], [5, 1], 10_000, 100)
+        plan = Plan([(10, 20), (100, 10), (1000, 3)], 5.0, 0.5, 4, 1000, [(64, 8), (256, 4)], [5, 1], 10_000, 100,
+                    [(100, 3, 200), (1000, 2, 1000), (3000, 1, 5000)], 2.0)
     if args.seconds:
         plan.seconds = args.seconds
+    if args.kip848_sizes:
+        known = {n: (r, h) for n, r, h in plan.k848_sizes}
+        plan.k848_sizes = [(n, *known.get(n, (2, 1000))) for n in args.kip848_sizes]
+    if args.kip848_interval_ms:
+        plan.k848_sizes = [(n, r, args.kip848_interval_ms) for n, r, _ in plan.k848_sizes]
+    if args.kip848_protocols:
+        plan.k848_protocols = args.kip848_protocols
     return plan
 
 
@@ -96,6 +114,9 @@ class Results:
     floor: gs.Throughput | None = None
     commits: dict = field(default_factory=dict)  # linger -> [Throughput]
     load: LoadResult | None = None
+    k848: list = field(default_factory=list)  # ks.ProtocolResult
+    k848_loadavg: list = field(default_factory=list)
+    k848_elapsed_s: float = 0.0
     log_problems: dict = field(default_factory=dict)  # broker name -> Counter
     loadavg: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
@@ -256,6 +277,65 @@ def phase_load(brokers: Brokers, plan: Plan, res: Results) -> None:
         brokers.stop(b)
     res.load = LoadResult(w, stop_s, ready_s, loaded_s, float(ev.get("load_ms", 0)), int(ev.get("records", 0)), replay_cpu, check_before, check_after)
     say(f"  replayed {res.load.records:,} records: load_ms {res.load.load_ms:.0f}, process start -> loaded {loaded_s * 1000:.0f} ms")
+
+
+def raise_fd_limit(need: int) -> tuple[int, int]:
+    """Raise this process's soft RLIMIT_NOFILE (brokers started later inherit it); returns the (soft, hard) limits now in force."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = need if hard == resource.RLIM_INFINITY else min(need, hard)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+K848_TOPIC = "bench-k848-{n}"
+K848_SESSION_MS = 600_000  # KIP-848 members do not heartbeat while their group forms (see kip848_scenarios.K848Sim.form)
+
+
+def phase_kip848(brokers: Brokers, plan: Plan, res: Results) -> None:
+    t_start = time.perf_counter()
+    biggest = max(n for n, _, _ in plan.k848_sizes)
+    soft, hard = raise_fd_limit(2 * biggest + 1024)
+    if soft < biggest + 256:
+        raise RuntimeError(f"RLIMIT_NOFILE is {soft} (hard {hard}): too few descriptors for {biggest} connections")
+    for size, reps, interval_ms in plan.k848_sizes:
+        interval = interval_ms / 1000
+        res.k848_loadavg.append(loadavg())
+        say(f"  {size} members (load average {res.k848_loadavg[-1]})")
+        name = f"kip848-{size}"
+        b = brokers.start(name, f"data-kip848-{size}", "--group-consumer-heartbeat-interval-ms", str(interval_ms),
+                          "--group-consumer-session-timeout-ms", str(K848_SESSION_MS))
+        try:
+            wait_loaded(b)
+
+            async def go(b=b, size=size, reps=reps, interval=interval):
+                admin = (await gs.connect("127.0.0.1", b.port, 1))[0]
+                topic = K848_TOPIC.format(n=size)
+                topic_id = await ks.create_topic(admin, topic, size)
+                conns = await gs.connect("127.0.0.1", b.port, size)
+                out = []
+                try:
+                    for kind in plan.k848_protocols:
+                        out.append(await ks.run_protocol(kind, conns, admin, b.pid, size, reps, topic, topic_id, interval, plan.k848_window,
+                                                         lambda m: say(f"{time.perf_counter() - t_start:6.1f}s {m}")))
+                finally:
+                    for c in conns:
+                        c.close()
+                    admin.close()
+                return out
+
+            results = run_async(go())
+        finally:
+            brokers.stop(b)
+        events = gs.log_events(brokers.logs.get(name, ""))
+        for r in results:
+            if r.protocol == "kip848":
+                ks.fill_broker_assignor(r, events)
+        res.k848 += results
+    res.k848_loadavg.append(loadavg())
+    res.k848_elapsed_s = time.perf_counter() - t_start
 
 
 # =========================================================================== report
@@ -432,10 +512,10 @@ def notes(res: Results) -> list[str]:
             f"after: {'; '.join(ld.check_after) or 'all offsets correct'}."
         )
     for name, problems in res.log_problems.items():
-        if problems:
+        if problems and not name.startswith("kip848-"):  # those are in the KIP-848 section
             top = "; ".join(f"`{k}` ×{v}" for k, v in problems.most_common(6))
             out.append(f"Broker log `{name}` had warnings/errors or non-JSON lines: {top}.")
-    if not any(res.log_problems.values()):
+    if not any(v for k, v in res.log_problems.items() if not k.startswith("kip848-")):
         out.append("No broker logged a warning, an error or a non-JSON line (a traceback).")
     return out
 
@@ -568,11 +648,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-docs", action="store_true", help="print only, leave docs/benchmarks.md alone")
     ap.add_argument("--profile", type=Path, help="run brokers under cProfile, .prof files into this directory")
     ap.add_argument("--top", type=int, default=25, help="with --profile: functions to list per broker")
-    ap.add_argument("--only", choices=["rebalance", "commit", "load"], action="append", help="run only these phases (repeatable)")
+    ap.add_argument("--only", choices=["rebalance", "commit", "load", "kip848"], action="append", help="run only these phases (repeatable)")
+    ap.add_argument("--kip848", action="store_true", help="run only the KIP-848 vs classic join comparison (same as --only kip848)")
+    ap.add_argument("--kip848-sizes", type=int, nargs="+", help="group sizes for the kip848 phase (default 100 1000 3000)")
+    ap.add_argument("--kip848-interval-ms", type=int, help="heartbeat interval of every protocol in the kip848 phase (default 200, 1000, 5000 ms for 100, 1000, 3000 members)")
+    ap.add_argument("--kip848-protocols", nargs="+", choices=list(ks.PROTOCOLS), help="protocols for the kip848 phase (default all three)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (data and broker logs)")
     args = ap.parse_args(argv)
     plan = make_plan(args)
-    phases = args.only or ["rebalance", "commit", "load"]
+    phases = args.only or (["kip848"] if args.kip848 else ["rebalance", "commit", "load", "kip848"])
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now(dt.UTC)
@@ -581,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
     res = Results(started, machine(), plan, args.quick)
     brokers = Brokers(tmp, args.profile)
     try:
-        for name, fn in (("rebalance", phase_rebalance), ("commit", phase_commits), ("load", phase_load)):
+        for name, fn in (("rebalance", phase_rebalance), ("commit", phase_commits), ("load", phase_load), ("kip848", phase_kip848)):
             if name in phases:
                 res.loadavg.append(loadavg())
                 say(f"{name} (load average {res.loadavg[-1]})")
@@ -594,12 +678,19 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     res.elapsed_s = time.perf_counter() - t0
-    print_summary(res)
+    if {"rebalance", "commit", "load"} & set(phases):
+        print_summary(res)
+    if res.k848:
+        kr.print_summary(res)
     if args.profile:
         show_profiles(args.profile, args.top)
-    if not args.no_docs and not args.profile and set(phases) == {"rebalance", "commit", "load"}:
-        write_doc(render(res))
-        say(f"wrote the '{SECTION}' section of {DOC}")
+    if not args.no_docs and not args.profile:
+        if {"rebalance", "commit", "load"} <= set(phases):
+            write_doc(render(res))
+            say(f"wrote the '{SECTION}' section of {DOC}")
+        if res.k848 and args.kip848_sizes is None and args.kip848_protocols is None:
+            kr.write_section(kr.render(res), DOC, SECTION)
+            say(f"wrote the '{kr.SECTION}' section of {DOC}")
     return 0
 
 

@@ -41,6 +41,7 @@ compat: install
 bench: install
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.groups
+	$(BIN)/python -m bench.plugin_start
 
 bench-compare: install
 	$(BIN)/python -m bench.compare

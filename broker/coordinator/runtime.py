@@ -30,6 +30,21 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _chunks(records: list, limit: int):
+    """Split records so each record batch stays well under max.message.bytes, as Kafka's coordinator does."""
+    chunk: list = []
+    size = 0
+    for key, value in records:
+        n = len(key) + (len(value) if value is not None else 0) + 24  # + per-record framing
+        if chunk and size + n > limit:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append((key, value))
+        size += n
+    if chunk:
+        yield chunk
+
+
 class ShardRuntime:
     def __init__(self, index: int, partition, config: GroupConfig, *, fsync_always: bool, log, clock_ms: Callable[[], int] = _now_ms, metadata=None) -> None:
         self.metadata = metadata
@@ -171,9 +186,11 @@ class ShardRuntime:
             return
         now = self.clock_ms()
         try:
-            batch = build_batch([Record(offset=i, timestamp=now, key=k, value=v) for i, (k, v) in enumerate(records)])
-            [(header, view)] = split_batches(batch)
-            self.partition.log.append([(header, view)], leader_epoch=0)
+            batches = []
+            for chunk in _chunks(records, self.partition.log.config.max_message_bytes // 2):
+                batches += split_batches(build_batch([Record(offset=i, timestamp=now, key=k, value=v) for i, (k, v) in enumerate(chunk)]))
+            # one write for all of them, so the whole lot is durable (or not) together
+            self.partition.log.append(batches, leader_epoch=0)
             if self.fsync_always:
                 self.partition.log.flush()
         except Exception as exc:  # noqa: BLE001 - any storage failure

@@ -150,3 +150,19 @@ def test_message_too_large(raw):
     create(raw, "small-max", configs=[{"name": "max.message.bytes", "value": "1000"}])
     part = produce(raw, "small-max", build_batch(records(1, value=b"x" * 2000)))
     assert part.error_code == ErrorCode.message_too_large
+
+
+def test_offset_commit_larger_than_max_message_bytes_is_split_into_batches(raw):
+    """600 commits with 4000-byte metadata (2.4 MB of records) in one request all land."""
+    create(raw, "wide", partitions=600)
+    body = {
+        "group_id": "wide-group",
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [{"name": "wide", "partitions": [{"partition_index": p, "committed_offset": p, "committed_leader_epoch": -1, "committed_metadata": "m" * 4000} for p in range(600)]}],
+    }
+    resp = raw.request(8, 9, body)
+    assert {p.error_code for p in resp.topics[0].partitions} == {ErrorCode.none}
+    fetched = raw.request(9, 8, {"groups": [{"group_id": "wide-group", "topics": [{"name": "wide", "partition_indexes": [0, 599]}]}], "require_stable": True})
+    assert [p.committed_offset for p in fetched.groups[0].topics[0].partitions] == [0, 599]

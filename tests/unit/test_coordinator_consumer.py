@@ -814,3 +814,13 @@ def test_reset_with_consumer_groups_resolves_parked_classic_requests_only(h):
     h.shard.reset()
     assert h.shard.groups == {}
     assert parked.done() and parked.result() is None
+
+
+def test_runtime_splits_a_large_write_into_batches_under_max_message_bytes():
+    """Thousands of joins in one linger window must not make one oversize record batch."""
+    from broker.coordinator.runtime import _chunks
+
+    records = [(b"k" * 40, b"v" * 700) for _ in range(3000)]  # ~2.2 MB in all
+    chunks = list(_chunks(records, 1048588 // 2))
+    assert sum(len(c) for c in chunks) == 3000 and len(chunks) > 1
+    assert all(sum(len(k) + len(v) + 24 for k, v in c) <= 1048588 // 2 for c in chunks)

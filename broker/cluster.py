@@ -275,16 +275,23 @@ class Cluster:
         return pid
 
     # ------------------------------------------------------------------ fetch waits
-    async def wait_for_data(self, partitions: list[Partition], timeout: float) -> None:
+    async def wait_for_data(self, partitions: list[Partition], timeout: float) -> bool:
+        """Wait until one of ``partitions`` is appended to or deleted (True), or ``timeout`` s pass (False).
+
+        With no partition or no time left there is nothing to wait for: it
+        returns False at once, so a caller must not loop on it without checking
+        that it has partitions (a loop would spin and starve every other connection).
+        """
         if timeout <= 0 or not partitions:
-            return
+            return False
         fut = asyncio.get_running_loop().create_future()
         for p in partitions:
             p.waiters.add(fut)
         try:
             await asyncio.wait_for(fut, timeout)
+            return True
         except TimeoutError:
-            pass
+            return False
         finally:
             for p in partitions:
                 p.waiters.discard(fut)
@@ -295,9 +302,13 @@ class Cluster:
 
 
 def _new_cluster_id() -> str:
+    """Kafka's form (url-safe base64 of a random uuid); never starting with "-", as Kafka's Uuid.randomUuid."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 def _fsync_dir(path: Path) -> None:

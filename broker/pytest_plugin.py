@@ -33,6 +33,12 @@ import pytest
 
 def pytest_addoption(parser):
     parser.addini("kafkalite_settings", "kafkalite broker settings for the kafkalite fixtures, one name=value a line", type="linelist", default=[])
+    parser.addini(
+        "kafkalite_fail_on_handler_errors",
+        "fail a test whose broker raised an exception in a request handler (default true)",
+        type="bool",
+        default=True,
+    )
 
 
 def pytest_configure(config):
@@ -54,13 +60,17 @@ def _marker_settings(node) -> dict[str, object]:
     return merge_settings(*layers)
 
 
+def _strict(config) -> bool:
+    return bool(config.getini("kafkalite_fail_on_handler_errors"))
+
+
 @pytest.fixture
 def kafkalite_broker(request, tmp_path_factory):
     """A fresh in-process broker for this test (a ``broker.testing.BrokerThread``)."""
     from broker.testing import BrokerThread, merge_settings
 
     settings = merge_settings(_ini_settings(request.config), _marker_settings(request.node))
-    broker = BrokerThread(tmp_path_factory.mktemp("kafkalite"), settings=settings)
+    broker = BrokerThread(tmp_path_factory.mktemp("kafkalite"), settings=settings, fail_on_handler_errors=_strict(request.config))
     broker.start()
     yield broker
     broker.close()
@@ -70,7 +80,9 @@ def kafkalite_broker(request, tmp_path_factory):
 def _kafkalite_session(request, tmp_path_factory):
     from broker.testing import BrokerThread
 
-    broker = BrokerThread(tmp_path_factory.mktemp("kafkalite-session"), settings=_ini_settings(request.config))
+    broker = BrokerThread(
+        tmp_path_factory.mktemp("kafkalite-session"), settings=_ini_settings(request.config), fail_on_handler_errors=_strict(request.config)
+    )
     broker.start()
     yield broker
     broker.close()
@@ -84,5 +96,6 @@ def kafkalite_session_broker(_kafkalite_session):
         broker.start()
     yield broker
     broker.faults.clear()
+    broker.check_handler_errors()
     if not broker.running:
         broker.start()

@@ -26,15 +26,25 @@ as keyword arguments (``num_partitions=3``) or by either name in ``settings``;
 Unless the application configured structlog, the broker logs warnings and
 errors to stderr (``log_level``; None leaves structlog alone).
 The pytest plugin (``broker/pytest_plugin.py``) wraps these as fixtures.
+
+A request handler that raises is a broker bug (the broker logs "handler
+failed" and closes the client's connection). A test broker notes every such
+failure and ``close()`` (so ``async with`` and ``with`` too) raises
+``HandlerFailed`` listing them; ``check_handler_errors()`` raises at any
+point in between. ``fail_on_handler_errors=False`` turns this off, for a test
+that provokes such a bug on purpose.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import shutil
 import tempfile
 import threading
 import time
+import traceback
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -42,12 +52,63 @@ from .config import BrokerConfig, load_config
 from .config import lookup as _lookup
 from .faults import Faults
 
-__all__ = ["Broker", "BrokerThread", "TEST_DEFAULTS"]
+__all__ = ["Broker", "BrokerThread", "HandlerFailed", "TEST_DEFAULTS"]
 
 # what test brokers change from the broker's defaults: one __consumer_offsets
 # partition instead of 50 makes start several times faster (each partition's
 # directory is created and synced); pass the setting to get Kafka's placement
 TEST_DEFAULTS: dict[str, object] = {"offsets.topic.num.partitions": 1}
+
+
+class HandlerFailed(AssertionError):
+    """A request handler raised while the test ran: a broker bug, whatever the test asserted."""
+
+    def __init__(self, failures: list[str]) -> None:
+        self.failures = list(failures)
+        super().__init__(
+            f"the broker's request handlers raised {len(failures)} time(s) (each closed a client's connection):\n\n"
+            + "\n".join(failures)
+        )
+
+
+# server.Broker -> the failure list of the test broker that runs it
+_WATCHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_watch_lock = threading.Lock()
+_watching = False
+
+
+def _watch_handlers() -> None:
+    """Wrap every handler once so that an exception is noted for the test broker it ran on.
+
+    The exception still propagates: the server logs "handler failed" and closes
+    the connection exactly as it would without this.
+    """
+    global _watching
+    with _watch_lock:
+        if _watching:
+            return
+        from .handlers import HANDLERS
+
+        for mod in HANDLERS.values():
+            mod.handle = _noting_failures(mod.handle, mod.NAME)
+        _watching = True
+
+
+def _noting_failures(handle, name: str):
+    @functools.wraps(handle)
+    async def noting(ctx, req):
+        try:
+            return await handle(ctx, req)
+        except Exception:
+            failures = _WATCHED.get(ctx.broker)
+            if failures is not None:
+                request = repr(req)
+                if len(request) > 1000:  # records can be megabytes
+                    request = request[:1000] + "..."
+                failures.append(f"{name} v{ctx.version}: {request}\n{traceback.format_exc()}")
+            raise
+
+    return noting
 
 
 def _quiet_logs(level: str | None) -> None:
@@ -89,9 +150,13 @@ class Broker:
         *,
         settings: Mapping[str, object] | None = None,
         log_level: str | None = "warning",
+        fail_on_handler_errors: bool = True,
         **kwargs,
     ) -> None:
         self._owns_dir = data_dir is None
+        self.fail_on_handler_errors = fail_on_handler_errors
+        # what handlers raised, one entry each (kept across restarts until reported)
+        self.handler_failures: list[str] = []
         self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="kafkalite-"))
         given = merge_settings(kwargs, settings or {})
         base = dict(TEST_DEFAULTS)
@@ -114,6 +179,9 @@ class Broker:
         _quiet_logs(self.log_level)
         t0 = time.perf_counter()
         server = ServerBroker(self.config, faults=self.faults)
+        if self.fail_on_handler_errors:
+            _watch_handlers()
+            _WATCHED[server] = self.handler_failures
         await server.start()
         self.startup_ms = (time.perf_counter() - t0) * 1000
         self.server = server
@@ -143,9 +211,18 @@ class Broker:
         return await self.start()
 
     async def close(self) -> None:
+        """Stop, remove the data dir if it was made here; then raise HandlerFailed if a handler raised."""
         await self.stop()
         if self._owns_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+        self.check_handler_errors()
+
+    def check_handler_errors(self) -> None:
+        """Raise HandlerFailed if a request handler raised since the last check."""
+        if self.handler_failures:
+            failures = list(self.handler_failures)
+            self.handler_failures.clear()
+            raise HandlerFailed(failures)
 
     async def __aenter__(self) -> Broker:
         return await self.start()
@@ -251,8 +328,16 @@ class BrokerThread:
     used from the test's thread.
     """
 
-    def __init__(self, data_dir: str | Path | None = None, *, settings: Mapping[str, object] | None = None, log_level: str | None = "warning", **kwargs) -> None:
-        self.broker = Broker(data_dir, settings=settings, log_level=log_level, **kwargs)
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        *,
+        settings: Mapping[str, object] | None = None,
+        log_level: str | None = "warning",
+        fail_on_handler_errors: bool = True,
+        **kwargs,
+    ) -> None:
+        self.broker = Broker(data_dir, settings=settings, log_level=log_level, fail_on_handler_errors=fail_on_handler_errors, **kwargs)
         self.faults = self.broker.faults
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -291,7 +376,10 @@ class BrokerThread:
         return self
 
     def close(self) -> None:
-        """Stop the broker and its thread; remove the data dir if it was made here."""
+        """Stop the broker and its thread; remove the data dir if it was made here.
+
+        Raises HandlerFailed, once all is closed, if a request handler raised.
+        """
         if self.loop is None:
             return
         try:
@@ -302,6 +390,10 @@ class BrokerThread:
             self.loop.close()
             self.loop = None
             self._thread = None
+
+    def check_handler_errors(self) -> None:
+        """Raise HandlerFailed if a request handler raised since the last check."""
+        self.broker.check_handler_errors()
 
     def __enter__(self) -> BrokerThread:
         return self.start()
@@ -325,6 +417,10 @@ class BrokerThread:
     @property
     def startup_ms(self) -> float | None:
         return self.broker.startup_ms
+
+    @property
+    def handler_failures(self) -> list[str]:
+        return self.broker.handler_failures
 
     @property
     def bootstrap_servers(self) -> str:

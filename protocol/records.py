@@ -49,6 +49,7 @@ __all__ = [
     "set_log_append_time",
     "verify_crc",
     "iter_records",
+    "keyless_records",
     "build_batch",
     "build_empty_batch",
     "validate_produce_batch",
@@ -440,6 +441,51 @@ def iter_key_values(batch) -> Iterator[tuple[bytes | None, bytes | None]]:
             pos = rec_end
     except IndexError as exc:
         raise CorruptRecordError("record data truncated") from exc
+
+
+def keyless_records(batch) -> list[int]:
+    """Indexes (within the batch) of the records that have no key.
+
+    What a compacted topic refuses (Kafka's LogValidator: "Compacted topic
+    cannot accept message without key"). Only the key length of each record is
+    decoded, after decompression; nothing else is copied. Raises
+    CorruptRecordError on malformed record data or an unknown codec.
+    """
+    mv = _as_view(batch)
+    hdr = read_header(mv)
+    end = hdr.size
+    if hdr.length < MIN_BATCH_LENGTH or end > len(mv):
+        raise CorruptRecordError(f"bad batchLength {hdr.length} for a {len(mv)}-byte buffer")
+    codec = hdr.attributes & COMPRESSION_MASK
+    try:
+        data = decompress(codec, mv[HEADER_SIZE:end]) if codec else mv[HEADER_SIZE:end]
+    except ValueError as exc:  # an unknown codec id
+        raise CorruptRecordError(str(exc)) from exc
+    n = len(data)
+    varint = _varint
+    pos = 0
+    missing = []
+    try:
+        for i in range(hdr.records_count):
+            rec_len, pos = varint(data, pos)
+            rec_end = pos + rec_len
+            if rec_len <= 0 or rec_end > n:
+                raise CorruptRecordError(f"record length {rec_len} exceeds remaining batch data")
+            pos += 1  # attributes
+            while data[pos] & 0x80:  # timestamp delta
+                pos += 1
+            pos += 1
+            while data[pos] & 0x80:  # offset delta
+                pos += 1
+            pos += 1
+            b = data[pos]
+            klen = ((b >> 1) ^ -(b & 1)) if b < 0x80 else varint(data, pos)[0]
+            if klen < 0:
+                missing.append(i)
+            pos = rec_end
+    except IndexError as exc:
+        raise CorruptRecordError("truncated record data") from exc
+    return missing
 
 
 def _iter_decoded(hdr: BatchHeader, data: bytes) -> Iterator[Record]:

@@ -1,8 +1,16 @@
-"""Run a kafkalite broker as a child process, for tests and benchmarks."""
+"""Run a kafkalite broker as a child process, for tests and benchmarks.
+
+A request handler that raises is a broker bug (the broker logs "handler
+failed" and closes the client's connection): ``stop()`` and ``kill()`` scan
+the broker's stderr and raise ``broker.testing.HandlerFailed`` when it logged
+one, so the test that provoked it fails. ``fail_on_handler_errors=False``
+turns this off, for a test that provokes such a bug on purpose.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -11,20 +19,26 @@ import threading
 import time
 from pathlib import Path
 
+
 ROOT = Path(__file__).resolve().parent.parent
+# the start of a log entry: a JSON object, or the console format's ISO time stamp
+_LOG_ENTRY = re.compile(r"^(\{|\d{4}-\d\d-\d\dT)")
 
 
 class BrokerProcess:
     """``kafkalite serve --port 0`` on 127.0.0.1; waits for its READY line."""
 
-    def __init__(self, data_dir: Path | None = None, *extra: str, env: dict | None = None) -> None:
+    def __init__(self, data_dir: Path | None = None, *extra: str, env: dict | None = None, fail_on_handler_errors: bool = True) -> None:
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="kafkalite-"))
         self.extra = list(extra)
         self.env = env or {}
+        self.fail_on_handler_errors = fail_on_handler_errors
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.stderr_lines: list[str] = []
         self._stderr_changed = threading.Condition()
+        self._stderr_reader: threading.Thread | None = None
+        self._checked_lines = 0  # stderr lines already scanned for handler failures
 
     @property
     def bootstrap(self) -> str:
@@ -36,14 +50,15 @@ class BrokerProcess:
         args += ["--port", str(self.port or 0), *self.extra]
         env = {**os.environ, "PYTHONPATH": str(ROOT), **self.env}
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
-        threading.Thread(target=self._drain_stderr, args=(self.proc,), daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._drain_stderr, args=(self.proc,), daemon=True)
+        self._stderr_reader.start()
         line_box: list[str] = []
         reader = threading.Thread(target=lambda: line_box.append(self.proc.stdout.readline()), daemon=True)
         reader.start()
         reader.join(timeout)
         line = line_box[0] if line_box else ""
         if not line.startswith("READY "):
-            self.kill()
+            self._kill()
             raise RuntimeError(f"broker did not become ready: {line!r}\n" + "".join(self.stderr_lines[-40:]))
         self.port = int(line.strip().rsplit(":", 1)[1])
         return self
@@ -68,20 +83,59 @@ class BrokerProcess:
                 self._stderr_changed.wait(remaining)
 
     def stop(self, timeout: float = 20.0) -> int:
-        """SIGTERM and wait: the graceful path."""
+        """SIGTERM and wait: the graceful path. Raises HandlerFailed if a handler raised."""
         if self.proc is None:
             return 0
         self.proc.send_signal(signal.SIGTERM)
         rc = self.proc.wait(timeout)
         self.proc = None
+        self.check_handler_errors()
         return rc
 
     def kill(self) -> None:
-        """SIGKILL: the crash path."""
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None
+        """SIGKILL: the crash path. Raises HandlerFailed if a handler raised before."""
+        if self._kill():
+            self.check_handler_errors()
+
+    def _kill(self) -> bool:
+        if self.proc is None:
+            return False
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = None
+        return True
+
+    def handler_failures(self) -> list[str]:
+        """The "handler failed" log entries (each with its traceback) not yet reported."""
+        return self._scan()[0]
+
+    def check_handler_errors(self) -> None:
+        """Raise HandlerFailed if the broker logged a handler failure since the last check."""
+        failures, upto = self._scan()
+        self._checked_lines = upto
+        if failures and self.fail_on_handler_errors:
+            from broker.testing import HandlerFailed  # not at import: benchmarks use this module too
+
+            raise HandlerFailed(failures)
+
+    def _scan(self) -> tuple[list[str], int]:
+        reader = self._stderr_reader
+        if self.proc is None and reader is not None:
+            reader.join(10)  # the broker has exited: read its stderr to the end
+        with self._stderr_changed:
+            upto = len(self.stderr_lines)
+            lines = self.stderr_lines[self._checked_lines : upto]
+        failures = []
+        for i, line in enumerate(lines):
+            if "handler failed" in line:
+                # the console format prints the traceback on the lines up to the next entry
+                context = []
+                for following in lines[i + 1 : i + 80]:
+                    if _LOG_ENTRY.match(following):
+                        break
+                    context.append(following)
+                failures.append(line + "".join(context))
+        return failures, upto
 
     def restart(self) -> BrokerProcess:
         self.stop()

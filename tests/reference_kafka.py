@@ -156,6 +156,19 @@ def _check_available() -> tuple[bool, str]:
     return True, ""
 
 
+def new_cluster_id() -> str:
+    """A random id in Kafka's form (url-safe base64 of 16 bytes, unpadded) that never starts with "-".
+
+    StorageTool's command line (``format -t <id>``) would take such an id for
+    an option; Kafka's own Uuid.randomUuid draws again in that case, and so
+    does this. (A uuid4 is never one of Kafka's reserved ids, 0 and 1.)
+    """
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -183,7 +196,7 @@ class ReferenceKafka:
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.controller_port: int | None = None
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = new_cluster_id()
         self.startup_seconds: float | None = None  # of the last start(), from exec to ready
 
     @property

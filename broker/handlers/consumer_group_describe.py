@@ -58,7 +58,7 @@ def describe(ctx, group_id: str, group) -> dict:
 
 async def handle(ctx, req):
     out = []
-    for group_id in req.group_ids:
+    for group_id in req.group_ids or ():
         try:
             shard = coordinator(ctx).shard_for(group_id)
             group = await shard.read(lambda s, g=group_id: s.groups.get(g))

@@ -12,12 +12,12 @@ VERSIONS = (0, 3)
 async def handle(ctx, req):
     cluster = ctx.cluster
     results = []
-    for t in req.topics:
+    for t in req.topics or ():
         topic = cluster.topics.get(t.name)
         if topic is None:
             results.append({"name": t.name, "error_code": ErrorCode.unknown_topic_or_partition, "error_message": f"The topic '{t.name}' does not exist."})
             continue
-        if t.assignments and any(b != cluster.node_id for a in t.assignments for b in a.broker_ids):
+        if t.assignments and any(b != cluster.node_id for a in t.assignments for b in a.broker_ids or ()):
             results.append({"name": t.name, "error_code": ErrorCode.invalid_replica_assignment, "error_message": f"Replica assignment may only name broker {cluster.node_id}"})
             continue
         try:

@@ -29,7 +29,7 @@ async def handle(ctx, req):
     node = cluster.node_id
     results = []
     seen = set()
-    for ct in req.topics:
+    for ct in req.topics or ():
         name = ct.name
         if name in seen:
             results.append(_fail(name, ErrorCode.invalid_request, f"Create topics request from client contains a duplicate topic: {name}"))
@@ -41,8 +41,8 @@ async def handle(ctx, req):
             if partitions != -1 or factor != -1:
                 results.append(_fail(name, ErrorCode.invalid_request, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time."))
                 continue
-            bad = [b for a in ct.assignments for b in a.broker_ids if b != node]
-            if bad or any(len(a.broker_ids) != 1 for a in ct.assignments):
+            bad = [b for a in ct.assignments for b in a.broker_ids or () if b != node]
+            if bad or any(len(a.broker_ids or ()) != 1 for a in ct.assignments):
                 results.append(_fail(name, ErrorCode.invalid_replica_assignment, f"Replica assignment may only name broker {node}, once per partition"))
                 continue
             partitions = len(ct.assignments)
@@ -57,7 +57,7 @@ async def handle(ctx, req):
         if factor > 1:
             results.append(_fail(name, ErrorCode.invalid_replication_factor, f"Unable to replicate the partition {factor} time(s): The target replication factor of {factor} cannot be reached because only 1 broker(s) are registered."))
             continue
-        configs = {c.name: c.value for c in ct.configs}
+        configs = {c.name: c.value for c in ct.configs or ()}
         try:
             topic = cluster.create_topic(name, partitions, configs, validate_only=req.validate_only)
         except TopicError as exc:

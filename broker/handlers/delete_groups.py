@@ -10,7 +10,7 @@ VERSIONS = (0, 2)
 
 
 async def handle(ctx, req):
-    names = list(dict.fromkeys(req.groups_names))
+    names = list(dict.fromkeys(req.groups_names or ()))
     by_shard: dict[int, list[str]] = {}
     results = {}
     for gid in names:

@@ -13,9 +13,9 @@ _ZERO_ID = uuid.UUID(int=0)
 async def handle(ctx, req):
     cluster = ctx.cluster
     if ctx.version >= 6:
-        wanted = [(t.name, t.topic_id) for t in req.topics]
+        wanted = [(t.name, t.topic_id) for t in req.topics or ()]
     else:
-        wanted = [(name, None) for name in req.topic_names]
+        wanted = [(name, None) for name in req.topic_names or ()]
     responses = []
     for name, topic_id in wanted:
         if topic_id is not None and topic_id != _ZERO_ID and name is None:

@@ -73,7 +73,7 @@ def broker_config_entries(ctx) -> list[dict]:
 
 async def handle(ctx, req):
     results = []
-    for res in req.resources:
+    for res in req.resources or ():
         base = {"resource_type": res.resource_type, "resource_name": res.resource_name, "error_message": None}
         if res.resource_type == TOPIC:
             topic = ctx.cluster.topics.get(res.resource_name)

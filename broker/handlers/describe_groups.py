@@ -49,7 +49,7 @@ def describe(group_id: str, group, version: int) -> dict:
 
 async def handle(ctx, req):
     out = []
-    for group_id in req.groups:
+    for group_id in req.groups or ():
         try:
             shard = coordinator(ctx).shard_for(group_id)
             group = await shard.read(lambda s, g=group_id: s.describe_group(g))

@@ -2,15 +2,21 @@
 
 - Long poll: if fewer than ``min_bytes`` are ready, the request waits up to
   ``max_wait_ms`` and is woken the moment a Produce appends to any partition
-  it asked for.
-- ``max_bytes`` and ``partition_max_bytes`` bound the answer, but the first
-  partition with data always gets at least one whole batch (KIP-74).
+  it asked for, or the partition's topic is deleted. A fetch with no partition
+  to wait on (none asked for, or all in error) is answered at once, as
+  Kafka's does.
+- ``max_bytes`` bounds the whole answer and ``partition_max_bytes`` each
+  partition, in whole batches; only the first batch of the first partition
+  with data may exceed them (KIP-74), so the client can always progress.
+- A partition whose topic was deleted under a parked fetch is answered
+  UNKNOWN_TOPIC_OR_PARTITION, as Kafka does.
 - Fetch sessions (KIP-227) are declined the way the KIP allows: a request for
   a new session gets session id 0, so the client keeps sending full fetches;
   an incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND.
 - No transactions, so the last stable offset is the high watermark and there
   are never aborted transactions.
-- v13+ name topics by id.
+- v13+ name topics by id; an unknown or zero id is UNKNOWN_TOPIC_ID per
+  partition.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import time
 import uuid
 
 from protocol.errors import ErrorCode
-from storage.errors import OffsetOutOfRangeError
+from storage.errors import LogClosedError, OffsetOutOfRangeError
 
 from ..cluster import LEADER_EPOCH
 
@@ -50,19 +56,20 @@ def _partition_error(index: int, code: ErrorCode, part=None) -> dict:
 def _resolve(ctx, req):
     """[(topic key dict, [(partition request, Partition | None, error)])]."""
     cluster = ctx.cluster
+    by_id = ctx.version >= 13
     plan = []
-    for ft in req.topics:
-        topic_id = getattr(ft, "topic_id", None)
-        if topic_id is not None and ctx.version >= 13:
-            topic = cluster.by_id.get(topic_id)
+    for ft in req.topics or ():
+        if by_id:
+            topic_id = ft.topic_id  # kio reads the zero id as None
+            topic = cluster.by_id.get(topic_id) if topic_id is not None else None
             missing = ErrorCode.unknown_topic_id
-            key = {"topic_id": topic_id, "topic": topic.name if topic else ""}
+            key = {"topic_id": topic_id or _ZERO_ID, "topic": topic.name if topic else ""}
         else:
             topic = cluster.topics.get(ft.topic)
             missing = ErrorCode.unknown_topic_or_partition
             key = {"topic": ft.topic, "topic_id": topic.topic_id if topic else _ZERO_ID}
         parts = []
-        for fp in ft.partitions:
+        for fp in ft.partitions or ():
             if topic is None:
                 parts.append((fp, None, missing))
             elif not 0 <= fp.partition < len(topic.partitions):
@@ -80,7 +87,13 @@ def _resolve(ctx, req):
 
 
 def _read(plan, max_bytes: int):
-    budget = max_bytes
+    """Read every partition of the plan, as Kafka's ReplicaManager.readFromLog does.
+
+    Each partition gets at most ``min(partition_max_bytes, what is left of
+    max_bytes)`` in whole batches; until a partition has returned data the read
+    may overshoot that with one whole batch (KIP-74), after that never.
+    """
+    budget = max(max_bytes, 0)
     total = 0
     errors = False
     responses = []
@@ -92,27 +105,30 @@ def _read(plan, max_bytes: int):
                 errors = True
                 continue
             plog = part.log
-            data = b""
-            if budget > 0 or total == 0:
-                limit = min(fp.partition_max_bytes, budget) if total else fp.partition_max_bytes
-                try:
-                    # only the first partition with data may overshoot the limits (KIP-74)
-                    data = plog.read(fp.fetch_offset, max(limit, 1), min_one=total == 0)
-                except OffsetOutOfRangeError:
-                    out.append(_partition_error(fp.partition, ErrorCode.offset_out_of_range, part))
-                    errors = True
-                    continue
+            try:
+                limit = max(min(fp.partition_max_bytes, budget), 0)
+                data = plog.read(fp.fetch_offset, limit, min_one=total == 0)
+                hw = plog.log_end_offset
+                log_start = plog.log_start_offset
+            except OffsetOutOfRangeError:
+                out.append(_partition_error(fp.partition, ErrorCode.offset_out_of_range, part))
+                errors = True
+                continue
+            except LogClosedError:  # the topic was deleted under this request
+                out.append(_partition_error(fp.partition, ErrorCode.unknown_topic_or_partition, part))
+                errors = True
+                continue
+            if data:
                 data = bytes(data)
                 budget -= len(data)
                 total += len(data)
-            hw = plog.log_end_offset
             out.append(
                 {
                     "partition_index": fp.partition,
                     "error_code": ErrorCode.none,
                     "high_watermark": hw,
                     "last_stable_offset": hw,
-                    "log_start_offset": plog.log_start_offset,
+                    "log_start_offset": log_start,
                     "aborted_transactions": None,
                     "preferred_read_replica": -1,
                     "records": data,
@@ -123,22 +139,21 @@ def _read(plan, max_bytes: int):
 
 
 async def handle(ctx, req):
-    session_id = getattr(req, "session_id", 0)
     session_epoch = getattr(req, "session_epoch", -1)
     if session_epoch > 0:
         # we never hand out sessions, so an incremental fetch cannot name one
         return {"error_code": ErrorCode.fetch_session_id_not_found, "session_id": 0, "responses": [], "throttle_time": 0}
     plan = _resolve(ctx, req)
-    max_wait = _ms(req.max_wait) / 1000
-    deadline = time.monotonic() + max_wait
+    deadline = time.monotonic() + _ms(req.max_wait) / 1000
     waiting_on = [part for _, parts in plan for _, part, err in parts if part is not None and err is None]
     while True:
         responses, total, errors = _read(plan, req.max_bytes)
-        if total >= req.min_bytes or errors or ctx.conn.draining:
+        # nothing to wait on answers at once, as Kafka's (its purgatory only holds fetches with partitions)
+        if total >= req.min_bytes or errors or not waiting_on or ctx.conn.draining:
             break
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
         await ctx.cluster.wait_for_data(waiting_on, remaining)
-    del session_id  # sessions are declined: always answer with id 0
+    # sessions are declined: always answer with session id 0
     return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses}

@@ -28,5 +28,5 @@ def _answer(ctx, key: str, key_type: int) -> dict:
 async def handle(ctx, req):
     key_type = getattr(req, "key_type", GROUP)
     if ctx.version >= 4:
-        return {"throttle_time": 0, "coordinators": [_answer(ctx, key, key_type) for key in req.coordinator_keys]}
+        return {"throttle_time": 0, "coordinators": [_answer(ctx, key, key_type) for key in req.coordinator_keys or ()]}
     return {"throttle_time": 0, **_answer(ctx, req.key, key_type)}

@@ -46,7 +46,7 @@ async def handle(ctx, req):
         member_id=req.member_id,
         group_instance_id=getattr(req, "group_instance_id", None),
         protocol_type=req.protocol_type,
-        protocols=[(p.name, p.metadata) for p in req.protocols],
+        protocols=[(p.name, p.metadata) for p in req.protocols or ()],
         session_timeout_ms=session_ms,
         rebalance_timeout_ms=ms(req.rebalance_timeout) if v >= 1 else session_ms,
         reason=getattr(req, "reason", None),

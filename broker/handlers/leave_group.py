@@ -16,7 +16,7 @@ async def handle(ctx, req):
     if v < 3:
         members = [(req.member_id, None, None)]
     else:
-        members = [(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in req.members]
+        members = [(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in req.members or ()]
     if not req.group_id:
         return {"throttle_time": 0, "error_code": ErrorCode.invalid_group_id, "members": []}
 

@@ -3,10 +3,12 @@
 Timestamps: -1 latest (the high watermark), -2 earliest, -3 the record with
 the largest timestamp (v7+), -4 earliest local (v8+, same as earliest here:
 no tiered storage), -5 earliest pending upload (v9+: none, so -1). Any other
-value finds the first offset whose timestamp is at or after it.
+value finds the first offset whose timestamp is at or after it. A partition
+whose topic is deleted under the request: UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from protocol.errors import ErrorCode
+from storage.errors import LogClosedError
 
 from ..cluster import LEADER_EPOCH
 
@@ -36,10 +38,10 @@ def lookup(part, ts: int) -> tuple[int, int]:
 async def handle(ctx, req):
     cluster = ctx.cluster
     topics = []
-    for lt in req.topics:
+    for lt in req.topics or ():
         topic = cluster.topics.get(lt.name)
         parts = []
-        for lp in lt.partitions:
+        for lp in lt.partitions or ():
             base = {"partition_index": lp.partition_index, "timestamp": -1, "offset": -1, "leader_epoch": -1}
             if topic is None or not 0 <= lp.partition_index < len(topic.partitions):
                 parts.append({**base, "error_code": ErrorCode.unknown_topic_or_partition})
@@ -48,7 +50,11 @@ async def handle(ctx, req):
             if epoch > LEADER_EPOCH:
                 parts.append({**base, "error_code": ErrorCode.unknown_leader_epoch})
                 continue
-            offset, ts = lookup(topic.partitions[lp.partition_index], lp.timestamp)
+            try:
+                offset, ts = lookup(topic.partitions[lp.partition_index], lp.timestamp)
+            except LogClosedError:
+                parts.append({**base, "error_code": ErrorCode.unknown_topic_or_partition})
+                continue
             parts.append(
                 {
                     "partition_index": lp.partition_index,

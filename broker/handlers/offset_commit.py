@@ -19,9 +19,9 @@ async def handle(ctx, req):
     cluster = ctx.cluster
     errors: dict[tuple[str, int], ErrorCode] = {}
     wanted: list[CommitPartition] = []
-    for t in req.topics:
+    for t in req.topics or ():
         topic = cluster.topics.get(t.name)
-        for p in t.partitions:
+        for p in t.partitions or ():
             if topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 errors[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
             else:
@@ -45,6 +45,6 @@ async def handle(ctx, req):
         else:
             errors.update({(t, p): code for t, p, code in answer})
     topics = []
-    for t in req.topics:
-        topics.append({"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": errors[(t.name, p.partition_index)]} for p in t.partitions]})
+    for t in req.topics or ():
+        topics.append({"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": errors[(t.name, p.partition_index)]} for p in t.partitions or ()]})
     return {"throttle_time": 0, "topics": topics}

@@ -15,10 +15,10 @@ async def handle(ctx, req):
     cluster = ctx.cluster
     unknown = {}
     wanted = []
-    for t in req.topics:
+    for t in req.topics or ():
         topic = cluster.topics.get(t.name)
         parts = []
-        for p in t.partitions:
+        for p in t.partitions or ():
             if topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 unknown[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
             else:
@@ -33,5 +33,5 @@ async def handle(ctx, req):
     if error is not ErrorCode.none:
         return {"error_code": error, "throttle_time": 0, "topics": []}
     codes.update(unknown)
-    topics = [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": codes[(t.name, p.partition_index)]} for p in t.partitions]} for t in req.topics]
+    topics = [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": codes[(t.name, p.partition_index)]} for p in t.partitions or ()]} for t in req.topics or ()]
     return {"error_code": ErrorCode.none, "throttle_time": 0, "topics": topics}

@@ -18,7 +18,7 @@ VERSIONS = (1, 9)
 
 async def fetch_group(ctx, group_id: str, topics, stable: bool, member_id: str | None = None, member_epoch: int = -1):
     """(error, [topic dicts])."""
-    wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+    wanted = None if topics is None else [(t.name, list(t.partition_indexes or ())) for t in topics]
     try:
         shard = coordinator(ctx).shard_for(group_id)
         if stable:
@@ -48,7 +48,7 @@ async def handle(ctx, req):
     stable = bool(getattr(req, "require_stable", False))
     if v >= 8:
         groups = []
-        for g in req.groups:
+        for g in req.groups or ():
             error, topics = await fetch_group(ctx, g.group_id, g.topics, stable, getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return {"throttle_time": 0, "groups": groups}
@@ -56,7 +56,7 @@ async def handle(ctx, req):
     if v == 1 and error is not ErrorCode.none:
         # v1 has no top-level error: every partition carries it
         topics = [
-            {"name": t.name, "partitions": [{"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": error} for p in t.partition_indexes]}
+            {"name": t.name, "partitions": [{"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": error} for p in t.partition_indexes or ()]}
             for t in req.topics or []
         ]
     return {"throttle_time": 0, "topics": topics, "error_code": error}

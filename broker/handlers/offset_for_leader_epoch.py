@@ -16,10 +16,10 @@ VERSIONS = (2, 4)
 async def handle(ctx, req):
     cluster = ctx.cluster
     topics = []
-    for t in req.topics:
+    for t in req.topics or ():
         topic = cluster.topics.get(t.topic)
         parts = []
-        for p in t.partitions:
+        for p in t.partitions or ():
             entry = {"partition": p.partition, "leader_epoch": -1, "end_offset": -1}
             if topic is None or not 0 <= p.partition < len(topic.partitions):
                 parts.append({**entry, "error_code": ErrorCode.unknown_topic_or_partition})

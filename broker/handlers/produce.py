@@ -2,7 +2,8 @@
 
 Record batches stay opaque: split into batches, each header and CRC-32C
 checked, sequence numbers checked for idempotent producers, then appended
-with offsets assigned by the log. Nothing decodes individual records.
+with offsets assigned by the log. Only batches bound for a compacted topic
+have their records looked at, and only for their keys.
 
 - acks must be -1, 0 or 1 (INVALID_REQUIRED_ACKS otherwise); with one broker
   the leader is the whole ISR, so -1 and 1 behave alike. acks=0 sends no
@@ -14,6 +15,11 @@ with offsets assigned by the log. Nothing decodes individual records.
   base offset and is not appended twice.
 - Topics with ``message.timestamp.type=LogAppendTime`` get the broker's
   time stamped into each batch.
+- A compacted topic refuses records without a key: INVALID_RECORD with
+  ``record_errors`` and ``error_message`` as Kafka's LogValidator fills them
+  (v8+), and nothing of the partition's batches is appended.
+- v13 names topics by id; an unknown or zero id is UNKNOWN_TOPIC_ID.
+- A partition whose topic is deleted under the request: UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -21,9 +27,10 @@ from __future__ import annotations
 import uuid
 
 from protocol.errors import ErrorCode
+from protocol.records import CorruptRecordError, keyless_records, split_batches, validate_produce_batch
+from storage.errors import LogClosedError
 
 from ..cluster import LEADER_EPOCH
-from protocol.records import CorruptRecordError, split_batches, validate_produce_batch
 
 API_KEY = 0
 NAME = "Produce"
@@ -36,6 +43,26 @@ _MAGIC_OFFSET = 16  # baseOffset(8) batchLength(4) partitionLeaderEpoch(4), then
 
 def _error(index: int, code: ErrorCode, message: str | None = None, log_start_offset: int = -1) -> dict:
     return {"index": index, "error_code": code, "base_offset": -1, "log_append_time": -1, "log_start_offset": log_start_offset, "error_message": message}
+
+
+def _keyless_error(topic, index: int, batches, log_start_offset: int) -> dict | None:
+    """INVALID_RECORD for the first batch holding records without a key, as Kafka's LogValidator."""
+    for _, batch in batches:
+        missing = keyless_records(batch)
+        if missing:
+            message = f"Compacted topic cannot accept message without key in topic partition {topic.name}-{index}"
+            shown = ", ".join(f"RecordError(batchIndex={i}, message='{message}')" for i in missing[:3])
+            return {
+                **_error(
+                    index,
+                    ErrorCode.invalid_record,
+                    f"One or more records have been rejected due to {len(missing)} record errors in total, "
+                    f"and only showing the first three errors at most: [{shown}]",
+                    log_start_offset,
+                ),
+                "record_errors": [{"batch_index": i, "batch_index_error_message": message} for i in missing],
+            }
+    return None
 
 
 def produce_partition(ctx, topic, index: int, records) -> dict:
@@ -64,6 +91,14 @@ def produce_partition(ctx, topic, index: int, records) -> dict:
             return fail(ErrorCode.invalid_record, problem)
         if header.size > config.max_message_bytes:
             return fail(ErrorCode.message_too_large, f"batch of {header.size} bytes exceeds max.message.bytes={config.max_message_bytes}")
+    if config.compact:
+        try:
+            refused = _keyless_error(topic, index, batches, part.log.log_start_offset)
+        except CorruptRecordError as exc:
+            ctx.log.info("corrupt batch refused", topic=topic.name, partition=index, reason=str(exc))
+            return _error(index, ErrorCode.corrupt_message, str(exc))
+        if refused is not None:
+            return refused
     producers = part.producers
     for header, _ in batches:
         if header.producer_id >= 0 and header.base_sequence >= 0:
@@ -82,6 +117,8 @@ def produce_partition(ctx, topic, index: int, records) -> dict:
                 }
     try:
         result = part.log.append(batches, leader_epoch=LEADER_EPOCH)
+    except LogClosedError:  # the topic was deleted under this request
+        return _error(index, ErrorCode.unknown_topic_or_partition)
     except OSError as exc:
         ctx.log.error("append failed", topic=topic.name, partition=index, error=str(exc))
         return fail(ErrorCode.kafka_storage_error, str(exc))
@@ -107,19 +144,21 @@ def produce_partition(ctx, topic, index: int, records) -> dict:
 async def handle(ctx, req):
     cluster = ctx.cluster
     acks = req.acks
+    by_id = ctx.version >= 13
     responses = []
-    for td in req.topic_data:
-        topic_id = getattr(td, "topic_id", None)
-        if topic_id is not None and topic_id != _ZERO_ID:
-            topic = cluster.by_id.get(topic_id)
+    for td in req.topic_data or ():
+        if by_id:
+            topic_id = td.topic_id  # kio reads the zero id as None
+            topic = cluster.by_id.get(topic_id) if topic_id is not None else None
             missing = ErrorCode.unknown_topic_id
             name = topic.name if topic else ""
         else:
+            topic_id = None
             name = td.name
             topic = cluster.topics.get(name)
             missing = ErrorCode.unknown_topic_or_partition
         parts = []
-        for pd in td.partition_data:
+        for pd in td.partition_data or ():
             if acks not in (-1, 0, 1):
                 parts.append(_error(pd.index, ErrorCode.invalid_required_acks))
             elif topic is None:

@@ -19,7 +19,7 @@ async def handle(ctx, req):
         return fail(ErrorCode.inconsistent_group_protocol)
     if not req.group_id:
         return fail(ErrorCode.invalid_group_id)
-    assignments = {a.member_id: a.assignment for a in req.assignments}
+    assignments = {a.member_id: a.assignment for a in req.assignments or ()}
     def op(shard):
         group = shard.groups.get(req.group_id)
         if isinstance(group, ConsumerGroup):

@@ -118,9 +118,11 @@ def conformance_brokers():
             kafka.kill()
             raise
     yield {"kafkalite": lite, "kafka": kafka}
-    lite.stop()
-    kafka.stop()
-    shutil.rmtree(root, ignore_errors=True)
+    try:
+        lite.stop()  # raises HandlerFailed if a handler raised during the module
+    finally:
+        kafka.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def pytest_sessionfinish(session, exitstatus):

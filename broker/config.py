@@ -61,6 +61,12 @@ class BrokerConfig:
     auto_create_topics: bool = True
     num_partitions: int = 1
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    # connection limits and request memory (Kafka names: the same with dots)
+    queued_max_request_bytes: int = 100 * 1024 * 1024  # Kafka's default is -1, unbounded
+    connections_max_idle_ms: int = 600_000
+    max_connections: int = INT_MAX
+    max_connections_per_ip: int = INT_MAX
+    max_connections_per_ip_overrides: list[str] | None = None
     maintenance_interval_ms: int = 1000
     log_retention_check_interval_ms: int = 300_000
     metrics_port: int | None = None
@@ -179,6 +185,11 @@ SETTINGS: tuple[Setting, ...] = (
     _s("advertised_listeners", "list", "NAME://host:port given to clients of listener NAME", "advertised.listeners", flag="--advertised-listener"),
     _s("listener_security_protocol_map", "list", "NAME:PROTOCOL pairs; every protocol must be PLAINTEXT", "listener.security.protocol.map"),
     _s("max_frame_bytes", "int", "largest request accepted", "socket.request.max.bytes", minimum=1, maximum=INT_MAX, flag="--max-frame-bytes"),
+    _s("queued_max_request_bytes", "int", "request bytes held broker-wide (partial and queued requests) before reading pauses; -1: unbounded", "queued.max.request.bytes", minimum=-1, maximum=LONG_MAX),
+    _s("connections_max_idle_ms", "int", "close a connection that sent no complete request for this long; -1: never", "connections.max.idle.ms", minimum=-1, maximum=LONG_MAX),
+    _s("max_connections", "int", "open connections, all listeners together; more are closed at once", "max.connections", minimum=0, maximum=INT_MAX),
+    _s("max_connections_per_ip", "int", "open connections from one IP address", "max.connections.per.ip", minimum=0, maximum=INT_MAX),
+    _s("max_connections_per_ip_overrides", "list", "IP:COUNT pairs that replace max.connections.per.ip for those addresses", "max.connections.per.ip.overrides"),
     _s("metrics_port", "int", "serve Prometheus metrics on this port (0: any free port)", minimum=0, maximum=65535, flag="--metrics-port"),
     _s("metrics_host", "str", "address the metrics endpoint binds", flag="--metrics-host"),
     # -- broker ----------------------------------------------------------------
@@ -498,8 +509,39 @@ def _check(cfg: BrokerConfig, values: dict[str, tuple[object, str]]) -> None:
         for spec in specs:
             if spec.port == cfg.metrics_port:
                 raise ConfigError(f"{values['metrics_port'][1]}: port {cfg.metrics_port} is also listener {spec.name}'s")
+    if cfg.max_connections_per_ip_overrides:
+        where = values["max_connections_per_ip_overrides"][1]
+        try:
+            per_ip_overrides(cfg.max_connections_per_ip_overrides)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: invalid value for max.connections.per.ip.overrides: {exc}") from None
     if cfg.group_min_session_timeout_ms > cfg.group_max_session_timeout_ms:
         raise ConfigError(
             f"group.min.session.timeout.ms ({cfg.group_min_session_timeout_ms}) is above "
             f"group.max.session.timeout.ms ({cfg.group_max_session_timeout_ms})"
         )
+
+
+def per_ip_overrides(items: Iterable[str]) -> dict[str, int]:
+    """``max.connections.per.ip.overrides`` as {ip: count}; ValueError names a bad item.
+
+    Addresses are IP addresses (kafkalite resolves no host names); IPv6 ones
+    may be given bare or in brackets: ``[::1]:5``.
+    """
+    import ipaddress
+
+    out: dict[str, int] = {}
+    for item in items:
+        host, colon, count = item.rpartition(":")
+        host = host.strip().removeprefix("[").removesuffix("]")
+        try:
+            if not colon:
+                raise ValueError
+            address = str(ipaddress.ip_address(host))
+            n = int(count.strip())
+            if n < 0:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"expected IP:COUNT with a count of 0 or more, got {item!r}") from None
+        out[address] = n
+    return out

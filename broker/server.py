@@ -2,8 +2,31 @@
 
 Each connection is an ``asyncio.Protocol``. Bytes are fed to the sans-IO
 ``protocol.connection.ServerConnection``; the decoded requests are queued and
-handled one at a time, in order, by the connection's own task, which is how
-Kafka treats a connection too (it mutes a channel until its response is out).
+handled one at a time, in order, by a task of the connection's own, which is
+how Kafka treats a connection too (it mutes a channel until its response is
+out). The task exists only while there are requests to handle: an idle
+connection costs its transport and a small object, nothing more.
+
+Memory is bounded on both sides of a connection:
+
+- answers: the transport's write buffer has a high-water mark; above it the
+  connection handles no further request and is not read from until the
+  client has read its answers down to the low-water mark (``pause_writing``
+  and ``resume_writing``). A client that never reads holds one answer plus
+  the high-water mark, and its own requests: at most ``_MAX_QUEUED`` of them
+  or ``socket.request.max.bytes`` of them, whichever comes first.
+- requests, broker-wide: every connection counts the bytes it holds for
+  requests (frames being received and requests queued or in flight); past
+  ``queued.max.request.bytes`` in all, no connection is read from, except one
+  in the middle of a frame (the one furthest into its frame, rotated if it
+  stalls) so that the broker can always finish a request, until the total
+  falls to three quarters of the limit.
+
+One periodic sweep (not a timer per connection) closes connections that sent
+no complete request for ``connections.max.idle.ms`` and returns freed memory
+to the operating system after a burst (glibc's ``malloc_trim``).
+``max.connections`` and ``max.connections.per.ip`` close new connections over
+the limit at once.
 
 The broker binds one server per listener (``broker.listeners``); a connection
 knows its listener, so Metadata and FindCoordinator give each client the
@@ -16,7 +39,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import os
+import select
 import signal
 import sys
 import time
@@ -28,7 +53,7 @@ from protocol.errors import ErrorCode
 from protocol.fast import ENCODERS as FAST_ENCODERS
 
 from .cluster import Cluster
-from .config import BrokerConfig
+from .config import INT_MAX, BrokerConfig, per_ip_overrides
 from .coordinator.service import GroupCoordinator
 from .faults import NO_RESPONSE
 from .handlers import HANDLERS, RequestContext, supported_versions
@@ -39,6 +64,57 @@ log = get_logger("server")
 
 # stop reading from a client that has this many requests waiting
 _MAX_QUEUED = 64
+# the transport's write buffer limits (each at most socket.request.max.bytes)
+_WRITE_HIGH = 1024 * 1024
+_WRITE_LOW = 256 * 1024
+# why a connection is not read from: KafkaConnection.paused is a mask of these
+_QUEUE = 1  # requests waiting: _MAX_QUEUED of them, or socket.request.max.bytes
+_WRITE = 2  # answers not read by the client: above the write high-water mark
+_POOL = 4  # queued.max.request.bytes reached, broker-wide
+_STOP = 8  # the broker is stopping
+# memory handed back to the OS once this much in large buffers was freed and the churn stopped
+_TRIM_BYTES = 8 * 1024 * 1024
+_LARGE = 256 * 1024  # a request or answer this large counts towards it
+_CONN_FREED = 2048  # and every closed connection this much
+# a connection's task ends once it has had no request for this long (the sweep ends it)
+_LINGER = 1.0
+
+_now = time.monotonic
+_POLLRDHUP = getattr(select, "POLLRDHUP", 0)  # Linux
+_HUNG_UP = _POLLRDHUP | select.POLLHUP | select.POLLERR
+_malloc_trim = None
+
+
+def _load_malloc_trim():
+    """glibc's ``malloc_trim``, or False. Looked up when the broker starts: importing
+    ctypes in the middle of a burst would leave its objects scattered over the
+    memory the burst used, and keep it from being returned."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        try:
+            import ctypes
+
+            _malloc_trim = ctypes.CDLL(None).malloc_trim
+            _malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _malloc_trim = False
+    return _malloc_trim
+
+
+def release_memory() -> bool:
+    """Hand free heap memory back to the operating system (glibc ``malloc_trim``).
+
+    Python's small-object arenas go back by themselves once empty, and glibc
+    returns large blocks (mmap) at once, but freed blocks in the middle of the
+    heap, and blocks below glibc's adaptive mmap threshold (which rises to
+    32 MiB after large blocks are freed), stay resident until trimmed.
+    Returns False where there is no glibc.
+    """
+    trim = _load_malloc_trim()
+    if trim is False:
+        return False
+    trim(0)
+    return True
 
 
 class Broker:
@@ -71,6 +147,37 @@ class Broker:
         if faults is not None:
             faults.attach(self)
         self.update_hooks()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        # answers: the write buffer limits; requests: what one connection may queue
+        self.write_high = min(_WRITE_HIGH, config.max_frame_bytes)
+        self.write_low = self.write_high // 4
+        self.conn_queue_bytes = config.max_frame_bytes
+        # requests, broker-wide (queued.max.request.bytes; see the module docstring)
+        self.request_bytes = 0
+        limit = config.queued_max_request_bytes
+        self.request_bytes_limit = limit if limit > 0 else sys.maxsize
+        self.request_bytes_resume = self.request_bytes_limit - self.request_bytes_limit // 4
+        # past the limit one connection may finish its frame, but nothing may take the total past this
+        self.request_bytes_cap = self.request_bytes_limit + config.max_frame_bytes
+        self.pool_full = False
+        self.pool_exempt: KafkaConnection | None = None
+        self.pool_episodes = 0
+        self._exempt_mark = -1
+        self._exempt_skip: set[KafkaConnection] = set()
+        # connection limits
+        self.max_connections = config.max_connections
+        self.per_ip_limit = config.max_connections_per_ip
+        self.per_ip_overrides = per_ip_overrides(config.max_connections_per_ip_overrides or ())
+        # connections by IP address, kept only when there is a limit per address
+        self.per_ip: dict[str, int] | None = {} if self.per_ip_limit < INT_MAX or self.per_ip_overrides else None
+        self.refused = 0
+        # the sweep: idle connections, the pool's exempt connection, memory trimming
+        idle = config.connections_max_idle_ms
+        self.idle_s = idle / 1000 if idle >= 0 else None
+        self.sweep_s = min(1.0, max(0.01, idle / 4000)) if idle >= 0 else 1.0
+        self._sweep_handle: asyncio.TimerHandle | None = None
+        self.trim_due = 0
+        self._trim_seen = 0
 
     def update_hooks(self) -> None:
         """Recompute ``hooked`` after faults or metrics changed."""
@@ -92,10 +199,13 @@ class Broker:
         )
 
     async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        _load_malloc_trim()
         self.cluster.load()
         self.cluster.logs.start_background()
         self.coordinator.start()
         await self._bind()
+        self._sweep_handle = self.loop.call_later(self.sweep_s, self._sweep)
         if self.metrics is not None:
             try:
                 await self.metrics.start()
@@ -106,6 +216,9 @@ class Broker:
 
     def _unbind(self) -> None:
         """Undo a start that could not bind everything."""
+        if self._sweep_handle is not None:
+            self._sweep_handle.cancel()
+            self._sweep_handle = None
         for listener in self.listeners:
             listener.server.close()
         self.listeners = []
@@ -134,15 +247,17 @@ class Broker:
         """Stop accepting, let in-flight requests finish, close the logs."""
         for listener in self.listeners:
             listener.server.close()
+        if self._sweep_handle is not None:
+            self._sweep_handle.cancel()
+            self._sweep_handle = None
         if self.metrics is not None:
             self.metrics.stop()
         if self.faults is not None:
             self.faults.release_held()
         for conn in list(self.connections):
             conn.stop_reading()
-        for c in self.connections:
-            c.draining = True
-            c.wakeup.set()  # an idle connection's task returns now rather than at the timeout below
+            conn.draining = True
+            conn.wake()  # a waiting task ends now rather than at the timeout below
         # coordinator writes are flushed; parked JoinGroup/SyncGroup get NOT_COORDINATOR
         self.coordinator.stop()
         # long polls are cut short
@@ -157,88 +272,398 @@ class Broker:
         self.cluster.close()
         log.info("stopped")
 
+    def _reap_hung_up(self) -> None:
+        """Close the connections not being read from whose clients have gone.
+
+        Reading is how a transport learns that its peer closed; one paused
+        (full pool, unread answers) would hold its memory until the idle sweep.
+        One poll(2) for all of them asks the kernel instead.
+        """
+        paused: dict[int, KafkaConnection] = {}
+        for c in self.connections:
+            if c.paused and not c.closing:
+                sock = c.transport.get_extra_info("socket")
+                if sock is not None:
+                    paused[sock.fileno()] = c
+        if not paused:
+            return
+        poller = select.poll()
+        for fd in paused:
+            poller.register(fd, _POLLRDHUP)
+        for fd, events in poller.poll(0):
+            if events & _HUNG_UP:
+                paused[fd].abort()
+
+    # -- connection limits ------------------------------------------------
+    def admit(self, conn: KafkaConnection, transport) -> bool:
+        """Count a new connection in, or say no (max.connections, max.connections.per.ip)."""
+        if len(self.connections) >= self.max_connections:
+            self.refused += 1
+            return False
+        per_ip = self.per_ip
+        if per_ip is not None:
+            peer = transport.get_extra_info("peername")
+            ip = peer[0] if peer else ""
+            n = per_ip.get(ip, 0)
+            if n >= self.per_ip_overrides.get(ip, self.per_ip_limit):
+                self.refused += 1
+                return False
+            per_ip[ip] = n + 1
+            conn.ip = ip
+        return True
+
+    def _forget_ip(self, ip: str) -> None:
+        n = self.per_ip[ip] - 1
+        if n:
+            self.per_ip[ip] = n
+        else:
+            del self.per_ip[ip]
+
+    # -- request memory (queued.max.request.bytes) ---------------------------
+    def _pool_over(self, conn: KafkaConnection, completed: bool) -> None:
+        """``conn`` took the broker to or past the limit."""
+        if not self.pool_full:
+            self.pool_full = True
+            self.pool_episodes += 1
+            for c in self.connections:
+                c._pause(_POOL)
+            self._pick_exempt()
+        elif conn is self.pool_exempt:
+            if completed or self.request_bytes >= self.request_bytes_cap:  # its frame is in, or it holds too much
+                self.pool_exempt = None
+                conn._pause(_POOL)
+                self._pick_exempt()
+        else:
+            conn._pause(_POOL)
+
+    def _pick_exempt(self) -> None:
+        """Let the connection furthest into a frame (and held back by nothing else) finish it."""
+        best = None
+        most = -1
+        skip = self._exempt_skip
+        if self.request_bytes >= self.request_bytes_cap:
+            return  # the sweep looks again once requests have been handled
+        for attempt in (0, 1):
+            for c in self.connections:
+                if c.paused == _POOL and c.proto is not None and c not in skip:
+                    frames = c.proto._frames
+                    if frames.in_frame and frames.buffered > most:
+                        best, most = c, frames.buffered
+            if best is not None or not skip or attempt:
+                break
+            skip.clear()  # every candidate stalled once: go round again
+        self.pool_exempt = best
+        if best is not None:
+            self._exempt_mark = best.held
+            best._resume(_POOL)
+
+    def _pool_clear(self) -> None:
+        """Back under the resume mark: read from everyone again."""
+        self.pool_full = False
+        self.pool_exempt = None
+        self._exempt_skip.clear()
+        for c in self.connections:
+            c._resume(_POOL)
+
+    # -- the sweep --------------------------------------------------------
+    def _sweep(self) -> None:
+        self._sweep_handle = self.loop.call_later(self.sweep_s, self._sweep)
+        if self.idle_s is not None:
+            cutoff = _now() - self.idle_s
+            # a connection with a request in hand (a task not waiting) is not idle
+            idle = [c for c in self.connections if c.seen < cutoff and (c.task is None or c.waiter is not None)]
+            for c in idle:
+                c.abort()
+            if idle:
+                log.debug("closed idle connections", count=len(idle), idle_ms=round(self.idle_s * 1000))
+        # tasks of connections quiet for a while end: an idle connection keeps none
+        linger = _now() - _LINGER
+        for c in self.connections:
+            if c.waiter is not None and c.seen < linger:
+                c.wake()
+        if _POLLRDHUP:
+            self._reap_hung_up()
+        if self.refused:
+            log.warning(
+                "refused connections over the limit",
+                count=self.refused,
+                max_connections=self.max_connections,
+                max_connections_per_ip=self.per_ip_limit,
+            )
+            self.refused = 0
+        if self.pool_episodes:
+            log.info(
+                "reading paused: queued.max.request.bytes reached",
+                times=self.pool_episodes,
+                limit=self.request_bytes_limit,
+                held=self.request_bytes,
+            )
+            self.pool_episodes = 0
+        exempt = self.pool_exempt
+        if exempt is not None:
+            if exempt.held == self._exempt_mark:  # no byte since the last sweep: give another a turn
+                self._exempt_skip.add(exempt)
+                self.pool_exempt = None
+                exempt._pause(_POOL)
+                self._pick_exempt()
+            else:
+                self._exempt_mark = exempt.held
+        elif self.pool_full:
+            self._pick_exempt()
+        due = self.trim_due
+        if due >= _TRIM_BYTES and due == self._trim_seen:  # after the burst, not during it
+            self.trim_due = self._trim_seen = 0
+            # a full collection also empties the interpreter's free lists, whose
+            # leftovers would keep the burst's small-object arenas from being freed
+            gc.collect()
+            release_memory()
+        else:
+            self._trim_seen = due
+
 
 class KafkaConnection(asyncio.Protocol):
+    __slots__ = (
+        "broker", "listener", "transport", "proto", "queue", "task", "waiter", "ctx", "paused", "closing", "draining",
+        "held", "seen", "ip", "_peer", "_log",
+    )  # fmt: skip
+
     def __init__(self, broker: Broker, listener: Listener | None = None) -> None:
         self.broker = broker
         self.listener = listener
-        self.proto = ServerConnection(broker.supported, broker.config.max_frame_bytes)
-        self.queue: deque = deque()
-        self.wakeup = asyncio.Event()
         self.transport: asyncio.Transport | None = None
+        # made when first needed: the decoder on the first byte, the context on
+        # the first request, the queue and the task while the connection is busy
+        self.proto: ServerConnection | None = None
+        self.queue: deque | None = None
         self.task: asyncio.Task | None = None
-        self.reading = True
+        self.waiter: asyncio.Future | None = None  # what the task waits on between requests
+        self.ctx: RequestContext | None = None
+        self.paused = 0  # why reading is paused: a mask of _QUEUE, _WRITE, _POOL, _STOP
         self.closing = False
         self.draining = False
-        self.ctx: RequestContext | None = None
+        self.held = 0  # bytes held for requests: the frame being received, queued and in-flight requests
+        self.seen = 0.0  # when the last request was answered (or the connection made): for the idle sweep
+        self.ip: str | None = None  # counted in broker.per_ip under this address
+        self._peer: str | None = None
+        self._log = None
+
+    @property
+    def peer(self) -> str:
+        peer = self._peer
+        if peer is None:
+            try:
+                addr = self.transport.get_extra_info("peername")
+            except Exception:  # noqa: BLE001 - closed already
+                addr = None
+            peer = self._peer = f"{addr[0]}:{addr[1]}" if addr else "?"
+        return peer
+
+    @property
+    def log(self):
+        bound = self._log
+        if bound is None:
+            bound = self._log = log.bind(peer=self.peer)
+        return bound
+
+    @log.setter
+    def log(self, value) -> None:
+        self._log = value
+
+    @property
+    def reading(self) -> bool:
+        return not self.paused
 
     # -- asyncio.Protocol -------------------------------------------------
     def connection_made(self, transport) -> None:
         self.transport = transport
-        peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.log = log.bind(peer=self.peer)
-        self.ctx = RequestContext(self.broker, self, self.log)
-        self.broker.connections.add(self)
-        if self.broker.metrics is not None:
-            self.broker.metrics.connection_opened(self)
-        self.task = asyncio.get_running_loop().create_task(self._run())
+        self.seen = _now()
+        broker = self.broker
+        if not broker.admit(self, transport):
+            self.closing = True
+            transport.close()
+            return
+        transport.set_write_buffer_limits(broker.write_high, broker.write_low)
+        broker.connections.add(self)
+        if broker.metrics is not None:
+            broker.metrics.connection_opened(self)
+        if broker.pool_full:
+            self._pause(_POOL)
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
             return
+        broker = self.broker
+        proto = self.proto
+        if proto is None:
+            proto = self.proto = ServerConnection(broker.supported, broker.config.max_frame_bytes)
+        frames = proto._frames
+        before = frames.buffered
         try:
-            events = self.proto.receive_data(data)
+            events = proto.receive_data(data)
         except ProtocolError as exc:
             self.log.warning("closing connection: protocol error", reason=str(exc))
             self.close()
             return
+        added = frames.buffered - before
+        queue = self.queue
         if events:
-            self.queue.extend(events)
-            self.wakeup.set()
-            if len(self.queue) >= _MAX_QUEUED and self.reading:
-                self.transport.pause_reading()
-                self.reading = False
+            for event in events:
+                if type(event) is Request:
+                    added += event.size + 4
+            if queue is None:  # kept only while the connection is busy
+                queue = self.queue = deque(events)
+            else:
+                queue.extend(events)
+            waiter = self.waiter
+            if waiter is not None:
+                self.waiter = None
+                waiter.set_result(None)
+            elif self.task is None and not self.paused & _WRITE:
+                self.task = broker.loop.create_task(self._run())
+        held = self.held = self.held + added
+        broker.request_bytes += added
+        if queue and (len(queue) >= _MAX_QUEUED or held >= broker.conn_queue_bytes):
+            self._pause(_QUEUE)
+        if broker.request_bytes >= broker.request_bytes_limit:
+            broker._pool_over(self, bool(events))
+
+    def pause_writing(self) -> None:
+        self._pause(_WRITE)
+
+    def resume_writing(self) -> None:
+        self.seen = _now()
+        self._resume(_WRITE)
+        if self.queue and self.task is None and not self.closing:
+            self.task = self.broker.loop.create_task(self._run())
 
     def connection_lost(self, exc) -> None:
         self.closing = True
-        if self in self.broker.connections and self.broker.metrics is not None:
-            self.broker.metrics.connection_closed(self)
-        self.broker.connections.discard(self)
-        self.wakeup.set()
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
+        broker = self.broker
+        if self in broker.connections:
+            broker.connections.discard(self)
+            if broker.metrics is not None:
+                broker.metrics.connection_closed(self)
+            if self.ip is not None:
+                broker._forget_ip(self.ip)
+        task = self.task
+        if task is not None:
+            self.task = None
+            if not task.done():
+                task.cancel()
+        # everything this connection held for requests goes back to the pool,
+        # and nothing it allocated waits for the cycle collector
+        held = self.held
+        self.held = 0
+        broker.request_bytes -= held
+        broker.trim_due += held + _CONN_FREED
+        self.proto = None
+        self.queue = None
+        self.ctx = None
+        if broker.pool_exempt is self:
+            broker.pool_exempt = None
+            if broker.pool_full:
+                broker._pick_exempt()
+        broker._exempt_skip.discard(self)
+        if broker.pool_full and broker.request_bytes < broker.request_bytes_resume:
+            broker._pool_clear()
 
     # -- processing -------------------------------------------------------
-    def stop_reading(self) -> None:
-        if self.transport is not None and self.reading:
+    def _pause(self, why: int) -> None:
+        if not self.paused and not self.closing:
             self.transport.pause_reading()
-            self.reading = False
+        self.paused |= why
+
+    def _resume(self, why: int) -> None:
+        if self.paused & why:
+            self.paused &= ~why
+            if not self.paused and not self.closing:
+                self.transport.resume_reading()
+
+    def wake(self) -> None:
+        """End the task if it is waiting for requests (the sweep, the broker stopping)."""
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            waiter.set_result(None)
+
+    def stop_reading(self) -> None:
+        if self.transport is not None:
+            self._pause(_STOP)
 
     def close(self) -> None:
         self.closing = True
         if self.transport is not None:
             self.transport.close()
 
+    def abort(self) -> None:
+        """Close now, dropping unsent answers (the idle sweep: the client may not be reading)."""
+        self.closing = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _released(self, n: int) -> None:
+        """A request of ``n`` bytes was handled (the uncommon cases: large, or the pool full)."""
+        broker = self.broker
+        if broker.pool_full and broker.request_bytes < broker.request_bytes_resume:
+            broker._pool_clear()
+        if n >= _LARGE:
+            broker.trim_due += n
+
     async def _run(self) -> None:
+        """Handle the queued requests in order.
+
+        Between requests the task waits on a bare future (``waiter``) that
+        ``data_received`` completes; once the connection has been quiet for
+        ``_LINGER`` seconds the sweep completes it instead and the task ends,
+        so an idle connection has no task. It also ends while the client is
+        not reading its answers (``resume_writing`` starts another).
+        """
         queue = self.queue
+        broker = self.broker
+        if self.ctx is None:
+            self.ctx = RequestContext(broker, self, self.log)
         try:
-            while not self.closing:
-                if not queue:
-                    if self.draining:
+            while True:
+                while queue:
+                    if self.paused & _WRITE or self.closing:
+                        self.seen = _now()
                         return
-                    self.wakeup.clear()
-                    await self.wakeup.wait()
-                    continue
-                event = queue.popleft()
-                if not self.reading and len(queue) < _MAX_QUEUED // 2 and not self.draining:
-                    self.transport.resume_reading()
-                    self.reading = True
-                out = await self._dispatch(event)
-                if out is not None and not self.closing:
-                    self.transport.write(out)
+                    event = queue.popleft()
+                    out = await self._dispatch(event)
+                    if self.closing:  # connection_lost has given back what it held
+                        return
+                    if type(event) is Request:
+                        # the context keeps the last request for its header (faults match on its
+                        # client id): not its body, which for a Produce holds the records
+                        event.body = None
+                        n = event.size + 4
+                        self.held -= n
+                        broker.request_bytes -= n
+                        if n >= _LARGE or broker.pool_full:
+                            self._released(n)
+                    if self.paused & _QUEUE and len(queue) < _MAX_QUEUED // 2 and self.held < broker.conn_queue_bytes:
+                        self._resume(_QUEUE)
+                    if out is not None:
+                        if len(out) >= _LARGE:
+                            broker.trim_due += len(out)
+                        self.transport.write(out)  # may call pause_writing
+                self.seen = _now()  # idle from here on (the sweep's clock)
+                if self.paused & _QUEUE:
+                    self._resume(_QUEUE)
+                if self.draining or self.closing:
+                    return
+                waiter = self.waiter = broker.loop.create_future()
+                await waiter
+                if not queue:  # woken by the sweep (or the broker stopping)
+                    return
         except asyncio.CancelledError:
             pass
+        finally:
+            if self.task is asyncio.current_task():
+                self.task = None
+                self.waiter = None
+                if not queue:
+                    self.queue = None
 
     async def _dispatch(self, event) -> bytes | None:
         if self.broker.hooked:
@@ -263,14 +688,14 @@ class KafkaConnection(asyncio.Protocol):
         if fast is not None:
             return fast(event.api_version, event.correlation_id, body)
         cls = response_class(event.api_key, event.api_version)
-        return self.proto.encode_response(event.api_key, event.api_version, event.correlation_id, build(cls, body))
+        return ServerConnection.encode_response(event.api_key, event.api_version, event.correlation_id, build(cls, body))
 
     def _encode(self, event: Request, body) -> bytes:
         fast = FAST_ENCODERS.get((event.api_key, event.api_version))
         if fast is not None:
             return fast(event.api_version, event.correlation_id, body)
         cls = response_class(event.api_key, event.api_version)
-        return self.proto.encode_response(event.api_key, event.api_version, event.correlation_id, build(cls, body))
+        return ServerConnection.encode_response(event.api_key, event.api_version, event.correlation_id, build(cls, body))
 
     async def _dispatch_hooked(self, event) -> bytes | None:
         """``_dispatch`` with fault injection, recording and metrics (see broker/faults.py)."""
@@ -334,7 +759,7 @@ class KafkaConnection(asyncio.Protocol):
             version = hi if event.api_version > hi else lo
             body = {"error_code": ErrorCode.unsupported_version}
         cls = response_class(event.api_key, version)
-        return self.proto.encode_response(event.api_key, version, event.correlation_id, build(cls, body))
+        return ServerConnection.encode_response(event.api_key, version, event.correlation_id, build(cls, body))
 
 
 async def run(config: BrokerConfig) -> int:

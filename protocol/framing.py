@@ -4,6 +4,16 @@ Every Kafka request and response is an int32 size followed by that many bytes.
 ``FrameDecoder`` is fed raw bytes and hands back whole frames; it refuses a
 frame whose announced size is negative or larger than the configured maximum
 before buffering it.
+
+Memory follows the bytes actually received, never the size announced: a
+client may announce 100 MiB and send ten. Small frames are cut out of one
+``bytearray``. A frame of ``LARGE_FRAME`` bytes or more that has not arrived
+whole is gathered as the list of pieces received (small pieces are first
+coalesced, so a client trickling single bytes costs bytes, not objects) and
+joined once, into a ``bytes`` of exactly its size, when its last byte
+arrives. Nothing large is kept once a frame has been handed out: the pieces
+are dropped and the bytearray shrinks (CPython reallocates a bytearray that
+falls below half its allocation).
 """
 
 from __future__ import annotations
@@ -11,6 +21,8 @@ from __future__ import annotations
 import struct
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+# frames at least this large are gathered piece by piece (see the module docstring)
+LARGE_FRAME = 64 * 1024
 _SIZE = struct.Struct(">i")
 
 
@@ -27,45 +39,97 @@ class InvalidFrameSize(FrameError):
 
 
 class FrameDecoder:
-    __slots__ = ("max_frame_bytes", "_buf", "_need")
+    # _buf: bytes not yet framed; while a large frame is gathered, the small
+    # pieces of it not yet moved to _pieces. _need: size of the frame being
+    # read, -1 while reading the prefix. _pieces: None, or the large frame's
+    # pieces so far (_have bytes in all, _buf included). buffered: bytes held
+    # for frames not yet complete (an attribute: callers read it per feed).
+    __slots__ = ("max_frame_bytes", "_buf", "_need", "_pieces", "_have", "buffered")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
         self._buf = bytearray()
-        self._need = -1  # size of the frame being read, -1 while reading the prefix
+        self._need = -1
+        self._pieces: list[bytes] | None = None
+        self._have = 0
+        self.buffered = 0
 
     @property
-    def buffered(self) -> int:
-        return len(self._buf)
+    def in_frame(self) -> bool:
+        """Whether part of a frame (or of its size prefix) has been received."""
+        return self._need >= 0 or len(self._buf) > 0
 
     def feed(self, data: bytes) -> list[bytes]:
         """Add bytes; return every frame now complete (payload without prefix)."""
+        if self._pieces is not None:
+            return self._gather(data)
         buf = self._buf
         buf += data
         frames: list[bytes] = []
         pos = 0
         end = len(buf)
         while True:
-            if self._need < 0:
+            need = self._need
+            if need < 0:
                 if end - pos < 4:
                     break
-                (size,) = _SIZE.unpack_from(buf, pos)
-                if size < 0:
-                    raise InvalidFrameSize(f"negative frame size {size}")
-                if size > self.max_frame_bytes:
-                    raise FrameTooLarge(
-                        f"frame of {size} bytes exceeds the maximum of {self.max_frame_bytes}"
-                    )
-                self._need = size
+                (need,) = _SIZE.unpack_from(buf, pos)
+                if need < 0:
+                    raise InvalidFrameSize(f"negative frame size {need}")
+                if need > self.max_frame_bytes:
+                    raise FrameTooLarge(f"frame of {need} bytes exceeds the maximum of {self.max_frame_bytes}")
+                self._need = need
                 pos += 4
-            if end - pos < self._need:
+            if end - pos < need:
+                if need >= LARGE_FRAME:  # gather the rest piece by piece
+                    first = bytes(buf[pos:end])
+                    self._buf = bytearray()
+                    self._pieces = [first] if first else []
+                    self._have = self.buffered = len(first)
+                    return frames
                 break
             with memoryview(buf) as view:  # one copy out of the buffer, not two
-                frames.append(bytes(view[pos : pos + self._need]))
-            pos += self._need
+                frames.append(bytes(view[pos : pos + need]))
+            pos += need
             self._need = -1
         if pos:
             del buf[:pos]
+        self.buffered = len(buf)
+        return frames
+
+    def _gather(self, data: bytes) -> list[bytes]:
+        missing = self._need - self._have
+        if len(data) > missing:
+            rest = data[missing:]
+            data = data[:missing]
+        else:
+            rest = None
+        pieces = self._pieces
+        small = self._buf
+        if len(data) >= LARGE_FRAME:
+            if small:
+                pieces.append(bytes(small))
+                small.clear()
+            pieces.append(data if type(data) is bytes else bytes(data))
+        else:
+            small += data
+            if len(small) >= LARGE_FRAME:
+                pieces.append(bytes(small))
+                small.clear()
+        self._have += len(data)
+        if self._have < self._need:
+            self.buffered = self._have
+            return []
+        if small:
+            pieces.append(bytes(small))
+        self._buf = bytearray()
+        self._pieces = None
+        self._have = self.buffered = 0
+        self._need = -1
+        frames = [pieces[0] if len(pieces) == 1 else b"".join(pieces)]
+        pieces.clear()
+        if rest:
+            frames += self.feed(rest)
         return frames
 
 

@@ -603,7 +603,9 @@ class ClassicGroups:
             return []
         if not member.is_new and (member.awaiting_join or member.awaiting_sync):
             return []  # parked in Join or Sync: that satisfies the heartbeat
-        self._note_left(group, member_id, "session timeout expired" if not member.is_new else "new member did not complete its join", expired=True)
+        why = "session timeout expired" if not member.is_new else "new member did not complete its join"
+        self._event(group, "member expired", member=member_id, reason=why, timer_late_ms=self.timers.firing_late_ms)
+        self._note_left(group, member_id, why, expired=True)
         return self._remove_member_and_update(group, member, f"Member {member_id} expired (session timeout)", even_initial=True)
 
     def _remove_member_and_update(self, group: ClassicGroup, member: Member, reason: str, *, even_initial: bool = False) -> list:

@@ -70,19 +70,35 @@ class Timers:
     Scheduling a key again replaces the previous timer; a cancelled timer
     never fires. The runtime calls ``fire_due`` from the shard's own event
     loop; tests call it after moving a manual clock.
+
+    ``lost_ms``, when given, returns how long (in all, in ms) the event loop
+    has been unable to run: CPU starvation, a stopped process, a long blocking
+    call (``runtime.LoopWatch``). A timer that comes due after the loop lost
+    time while it was pending does not run at once: requests that would have
+    re-armed it (a heartbeat, a JoinGroup) may be waiting, unread or unhandled,
+    behind the stall. It is re-armed once, as far ahead as the time the loop
+    lost, and runs then if nothing re-armed or cancelled it meanwhile. Kafka's
+    coordinator gets the same effect from its event queue: a heartbeat that
+    arrived before a timer's expiry event is handled first and cancels it.
     """
 
-    def __init__(self, clock_ms: Callable[[], int]) -> None:
+    def __init__(self, clock_ms: Callable[[], int], lost_ms: Callable[[], int] | None = None) -> None:
         self.clock_ms = clock_ms
+        self.lost_ms = lost_ms
         self._heap: list[tuple[int, int, str]] = []
-        self._live: dict[str, tuple[int, Callable[[], Any]]] = {}
+        # key -> (seq, callback, loop time lost when armed, already given time back)
+        self._live: dict[str, tuple[int, Callable[[], Any], int, bool]] = {}
         self._seq = itertools.count()
         self.on_change: Callable[[int], None] | None = None
+        # while a timer's callback runs: how long after its deadline it fired
+        self.firing_late_ms = 0
+        # timers given time back by the last fire_due: (key, ms)
+        self.extended: list[tuple[str, int]] = []
 
     def schedule(self, key: str, delay_ms: int, fn: Callable[[], Any]) -> None:
         deadline = self.clock_ms() + max(delay_ms, 0)
         seq = next(self._seq)
-        self._live[key] = (seq, fn)
+        self._live[key] = (seq, fn, self.lost_ms() if self.lost_ms is not None else 0, False)
         heapq.heappush(self._heap, (deadline, seq, key))
         if self.on_change is not None and self._heap[0][1] == seq:
             self.on_change(deadline)
@@ -102,15 +118,29 @@ class Timers:
     def fire_due(self) -> list[Any]:
         """Run every timer whose deadline has passed; returns their results."""
         now = self.clock_ms()
+        lost_now = self.lost_ms() if self.lost_ms is not None else 0
         out = []
+        self.extended = []
         heap = self._heap
         while heap and heap[0][0] <= now:
-            _, seq, key = heapq.heappop(heap)
+            deadline, seq, key = heapq.heappop(heap)
             live = self._live.get(key)
             if live is None or live[0] != seq:
                 continue
+            seq_, fn, lost_at_arm, given = live
+            lost = lost_now - lost_at_arm
+            if lost > 0 and not given:
+                seq2 = next(self._seq)
+                self._live[key] = (seq2, fn, lost_at_arm, True)
+                heapq.heappush(heap, (now + lost, seq2, key))
+                self.extended.append((key, lost))
+                continue
             del self._live[key]
-            out.append(live[1]())
+            self.firing_late_ms = now - deadline
+            try:
+                out.append(fn())
+            finally:
+                self.firing_late_ms = 0
         return out
 
     def __len__(self) -> int:

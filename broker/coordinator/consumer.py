@@ -415,7 +415,11 @@ class ConsumerGroups:
         revoked = _count(member.assigned) + _count(member.pending_revocation)
         self._remove_member_records(group, member.member_id)
         self._write_group_epoch(group, group.group_epoch + 1, self._metadata_hash(group))
-        self.shard.log.info("consumer group member removed", group=group.group_id, member=member.member_id, reason=reason, epoch=group.group_epoch, partitions_released=revoked)
+        late = self.timers.firing_late_ms
+        self.shard.log.info(
+            "consumer group member removed", group=group.group_id, member=member.member_id, reason=reason, epoch=group.group_epoch, partitions_released=revoked,
+            **({"timer_late_ms": late} if late else {}),
+        )
 
     # ================================================================ timers
     def schedule_session(self, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int | None = None) -> None:

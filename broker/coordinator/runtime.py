@@ -8,6 +8,15 @@ storm costs one append per batch), and releases the response only when the
 batch is durable under the broker's fsync policy. A failed append reloads the
 shard from its log, which is the last durable state, and fails the waiting
 requests with Kafka's translated error. Timers fire on the same loop.
+
+A single event loop handles the requests and fires the timers, so when it
+cannot run for a while (the process starved of CPU, stopped, or stuck in a
+long call) the timers that came due meanwhile fire before the requests that
+arrived meanwhile are read: with uvloop, due timers run before the loop polls
+its sockets. ``LoopWatch`` measures the time the loop lost, and the shard's
+``Timers`` give it back once to every timer that was pending during it (see
+``common.Timers``), so a member whose heartbeat is waiting behind a stall is
+not fenced for the broker's delay.
 """
 
 from __future__ import annotations
@@ -30,6 +39,59 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class LoopWatch:
+    """How much time the event loop has lost, in all: a tick every ``period_ms``, and how late it ran.
+
+    A tick later than ``tolerance_ms`` means the loop could not run (or was
+    too busy to) for that long; the lateness is added to ``lost_ms()``, which
+    also counts a stall still in progress (the tick overdue right now), so a
+    timer that fires first thing after a stall already sees it.
+    """
+
+    def __init__(self, loop, clock_ms: Callable[[], int] = _monotonic_ms, period_ms: int = 100, tolerance_ms: int = 50) -> None:
+        self.loop = loop
+        self.clock_ms = clock_ms
+        self.period_ms = period_ms
+        self.tolerance_ms = tolerance_ms
+        self._lost = 0
+        self._last = clock_ms()
+        self._handle = None
+        self.stalls = 0  # ticks that came late
+
+    def start(self) -> None:
+        self._last = self.clock_ms()
+        self._handle = self.loop.call_later(self.period_ms / 1000, self.tick)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _overdue(self, now: int) -> int:
+        late = now - self._last - self.period_ms
+        return late if late > self.tolerance_ms else 0
+
+    def tick(self) -> None:
+        now = self.clock_ms()
+        late = self._overdue(now)
+        if late:
+            self._lost += late
+            self.stalls += 1
+        self._last = now
+        if self._handle is not None:
+            self._handle = self.loop.call_later(self.period_ms / 1000, self.tick)
+
+    def lost_ms(self) -> int:
+        """Milliseconds the loop has lost since the watch started, a stall in progress included."""
+        if self._handle is None:
+            return self._lost
+        return self._lost + self._overdue(self.clock_ms())
+
+
 def _chunks(records: list, limit: int):
     """Split records so each record batch stays well under max.message.bytes, as Kafka's coordinator does."""
     chunk: list = []
@@ -46,8 +108,10 @@ def _chunks(records: list, limit: int):
 
 
 class ShardRuntime:
-    def __init__(self, index: int, partition, config: GroupConfig, *, fsync_always: bool, log, clock_ms: Callable[[], int] = _now_ms, metadata=None) -> None:
+    def __init__(self, index: int, partition, config: GroupConfig, *, fsync_always: bool, log, clock_ms: Callable[[], int] = _now_ms, metadata=None,
+                 watch: LoopWatch | None = None) -> None:
         self.metadata = metadata
+        self.watch = watch
         self.index = index
         self.partition = partition  # broker.cluster.Partition of __consumer_offsets
         self.config = config
@@ -66,7 +130,10 @@ class ShardRuntime:
         self.load_stats: dict = {}
 
     def _new_shard(self) -> GroupShard:
-        shard = GroupShard(self.index, self.config, self.clock_ms, self.log, self.loop.create_future, self.submit, metadata=self.metadata)
+        shard = GroupShard(
+            self.index, self.config, self.clock_ms, self.log, self.loop.create_future, self.submit, metadata=self.metadata,
+            lost_ms=self.watch.lost_ms if self.watch is not None else None,
+        )
         shard.timers.on_change = self._arm_timer
         return shard
 
@@ -251,6 +318,9 @@ class ShardRuntime:
         except Exception:  # noqa: BLE001
             self.log.exception("timer failed")
             records = []
+        extended = self.shard.timers.extended
+        if extended and max(ms for _, ms in extended) >= 1000:
+            self.log.info("timers given back the time the event loop lost", timers=len(extended), lost_ms=max(ms for _, ms in extended))
         self._submit_records(records)
         self._arm_timer(self.shard.timers.next_deadline())
 

@@ -18,7 +18,7 @@ from ..logs import get_logger
 from .common import CoordinatorError, GroupConfig
 from .events import EventLog, EventPublisher
 from .placement import partition_for
-from .runtime import ShardRuntime
+from .runtime import LoopWatch, ShardRuntime
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -33,6 +33,7 @@ class GroupCoordinator:
         self.shards: list[ShardRuntime] = []
         self._load_task: asyncio.Task | None = None
         self.loaded = asyncio.Event()
+        self.watch: LoopWatch | None = None
 
     @property
     def num_partitions(self) -> int:
@@ -48,8 +49,10 @@ class GroupCoordinator:
             )
         publisher = EventPublisher(self.cluster)
         events_log = EventLog(log, publisher)
+        self.watch = LoopWatch(asyncio.get_running_loop())
+        self.watch.start()
         self.shards = [
-            ShardRuntime(p.index, p, self.config, fsync_always=self.fsync_always, log=events_log, metadata=self.cluster.metadata)
+            ShardRuntime(p.index, p, self.config, fsync_always=self.fsync_always, log=events_log, metadata=self.cluster.metadata, watch=self.watch)
             for p in topic.partitions
         ]
         self._load_task = asyncio.get_running_loop().create_task(self._load_all())
@@ -77,6 +80,8 @@ class GroupCoordinator:
     def stop(self) -> None:
         if self._load_task is not None:
             self._load_task.cancel()
+        if self.watch is not None:
+            self.watch.stop()
         for shard in self.shards:
             shard.close()
             shard.shard.reset()  # resolves parked requests: their handlers answer NOT_COORDINATOR

@@ -65,6 +65,7 @@ class GroupShard:
         new_future: Callable,
         submit: Callable[[Result], object] | None = None,
         metadata=None,
+        lost_ms: Callable[[], int] | None = None,
     ) -> None:
         self.index = index
         self.config = config
@@ -72,7 +73,8 @@ class GroupShard:
         self.log = log
         self.new_future = new_future
         self.submit = submit or (lambda result: None)
-        self.timers = Timers(clock_ms)
+        self.lost_ms = lost_ms
+        self.timers = Timers(clock_ms, lost_ms)
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
         self.classic = ClassicGroups(self)
@@ -139,7 +141,7 @@ class GroupShard:
                         fut.set_result(None)
         self.groups.clear()
         self.offsets = OffsetStore()
-        self.timers = Timers(self.now_ms)
+        self.timers = Timers(self.now_ms, self.lost_ms)
         self.classic = ClassicGroups(self)
 
     # ================================================================ timers

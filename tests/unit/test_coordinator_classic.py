@@ -1039,3 +1039,110 @@ def test_rebalance_record_counts_partitions_of_members_that_left(h):
     assert done[-1]["state"] == "Empty"
     assert sorted(done[-1]["partitions_moved"]) == ["t-0", "t-1"]
     assert {m["member"] for m in done[-1]["members_left"]} == {a, b}
+
+
+# =========================================================================== a stalled event loop (runtime.LoopWatch)
+# One loop reads the sockets and fires the timers; with uvloop, timers that came
+# due while the loop could not run fire before the requests that arrived meanwhile
+# are read. The shard's timers are given the time the loop lost, once.
+def lossy(h):
+    """Let the shard's timers see ``h.lost``: the ms the event loop could not run (LoopWatch.lost_ms in the broker)."""
+    h.lost = 0
+    h.shard.lost_ms = h.shard.timers.lost_ms = lambda: h.lost
+    return h
+
+
+def test_session_timer_due_after_a_stall_waits_for_the_heartbeat_queued_behind_it(h):
+    lossy(h)
+    (a, b), gen = h.stable_group(2, session=10_000)
+    h.advance(1_000)
+    assert h.heartbeat(a, gen) == E.none and h.heartbeat(b, gen) == E.none  # both due at 11 s
+    h.lost += 10_500  # the loop stalls from 1 s to 11.5 s; a heartbeats meanwhile, b has died
+    h.advance(10_500)
+    assert set(h.group().members) == {a, b} and h.state() == STABLE  # neither is fenced for the broker's delay
+    assert h.heartbeat(a, gen) == E.none  # a's heartbeat, read once the timers have run
+    h.advance(5_000)
+    assert h.heartbeat(a, gen) == E.none
+    h.advance(4_999)  # b's timer, due at 11 s, was given the 10.5 s back: 21.5 s
+    assert b in h.group().members
+    h.advance(1)
+    assert b not in h.group().members and a in h.group().members
+    assert h.state() == PREPARING_REBALANCE
+    expired = [kw for event, kw in h.log.events if event == "member expired"]
+    assert [(kw["member"], kw["timer_late_ms"]) for kw in expired] == [(b, 0)]
+
+
+def test_time_is_given_back_once_even_if_the_loop_keeps_stalling(h):
+    lossy(h)
+    [a], gen = h.stable_group(1, session=10_000)  # a's session: due at 10 s
+    h.lost += 4_000
+    h.advance(10_000)  # due: 4 s lost while pending, so it moves to 14 s
+    assert a in h.group().members
+    h.lost += 4_000  # more stalls: no second extension
+    h.advance(3_999)
+    assert a in h.group().members
+    h.advance(1)
+    assert h.state() == EMPTY
+
+
+def test_timers_armed_after_a_stall_are_not_extended_for_it(h):
+    lossy(h)
+    h.lost = 60_000  # long gone
+    [a], gen = h.stable_group(1, session=10_000)
+    h.advance(9_999)
+    assert a in h.group().members
+    h.advance(1)
+    assert h.state() == EMPTY
+
+
+def test_join_phase_timeout_after_a_stall_waits_for_the_queued_rejoin(h):
+    lossy(h)
+    (a, b), gen = h.stable_group(2, session=60_000, rebalance=30_000)
+    fa = h.join(a, session=60_000, rebalance=30_000)  # rebalance: b has 30 s to rejoin
+    assert h.state() == PREPARING_REBALANCE
+    h.lost += 31_000
+    h.advance(31_000)
+    assert not fa.done() and b in h.group().members  # the join phase did not end without b
+    fb = h.join(b, session=60_000, rebalance=30_000)  # b's JoinGroup, waiting behind the stall
+    assert fa.result()["generation_id"] == fb.result()["generation_id"] == gen + 1
+    assert len(fa.result()["members"]) == 2
+
+
+def test_loop_watch_counts_late_ticks_and_a_stall_still_in_progress(loop):
+    from broker.coordinator.runtime import LoopWatch
+
+    now = [0]
+    watch = LoopWatch(loop, clock_ms=lambda: now[0], period_ms=100, tolerance_ms=50)
+    watch.start()
+    try:
+        now[0] = 100
+        watch.tick()  # on time
+        now[0] = 230
+        watch.tick()  # 30 ms late: within the tolerance
+        assert watch.lost_ms() == 0 and watch.stalls == 0
+        now[0] = 3_330  # no tick for 3.1 s: a stall in progress is counted before the tick runs
+        assert watch.lost_ms() == 3_000
+        watch.tick()
+        assert watch.lost_ms() == 3_000 and watch.stalls == 1
+        now[0] = 3_430
+        watch.tick()
+        assert watch.lost_ms() == 3_000
+    finally:
+        watch.stop()
+    now[0] = 10_000
+    assert watch.lost_ms() == 3_000  # stopped: no stall in progress
+
+
+def test_runtime_shards_see_the_loop_watch(loop):
+    from broker.coordinator.runtime import LoopWatch, ShardRuntime
+
+    async def build():
+        watch = LoopWatch(asyncio.get_running_loop())
+        partition = SimpleNamespace(index=0, log=None)
+        rt = ShardRuntime(0, partition, GroupConfig(), fsync_always=False, log=StubLog(), watch=watch)
+        return watch, rt
+
+    watch, rt = loop.run_until_complete(build())
+    assert rt.shard.timers.lost_ms == watch.lost_ms
+    rt.shard.reset()  # a failed append rebuilds the shard's timers: they keep the watch
+    assert rt.shard.timers.lost_ms == watch.lost_ms

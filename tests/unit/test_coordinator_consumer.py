@@ -824,3 +824,40 @@ def test_runtime_splits_a_large_write_into_batches_under_max_message_bytes():
     chunks = list(_chunks(records, 1048588 // 2))
     assert sum(len(c) for c in chunks) == 3000 and len(chunks) > 1
     assert all(sum(len(k) + len(v) + 24 for k, v in c) <= 1048588 // 2 for c in chunks)
+
+
+# =========================================================================== a stalled event loop (runtime.LoopWatch)
+def test_session_timer_due_after_a_stall_does_not_fence_a_member_whose_heartbeat_waits(h):
+    """The loop could not run for longer than the session: the due timer waits for the queued heartbeat."""
+    from .test_coordinator_classic import lossy
+
+    lossy(h)
+    a, b = two_members(h)
+    h.advance(1_000)
+    h.hb(a, 2)
+    h.hb(b, 2)  # both due at 46 s
+    h.lost += 46_000
+    h.advance(46_000)  # the timers fire first thing after the stall
+    g = h.cgroup()
+    assert set(g.members) == {a, b} and g.group_epoch == 2
+    assert err(h.hb(a, 2)) == E.none  # a's heartbeat, read after the timers
+    h.advance(44_999)  # b, dead all along, is fenced once given the 46 s back (at 92 s)
+    h.hb(a, 2)
+    assert b in h.cgroup().members
+    h.advance(1)
+    g = h.cgroup()
+    assert b not in g.members and a in g.members and g.group_epoch == 3
+    removed = [kw for event, kw in h.log.events if event == "consumer group member removed"]
+    assert [(kw["member"], kw["reason"]) for kw in removed] == [(b, "session timeout expired")]
+
+
+def test_session_timeout_without_a_stall_is_unchanged(h):
+    from .test_coordinator_classic import lossy
+
+    lossy(h)
+    a, b = two_members(h)
+    h.advance(44_999)
+    h.hb(b, 2)
+    assert a in h.cgroup().members
+    h.advance(1)
+    assert a not in h.cgroup().members

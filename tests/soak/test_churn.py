@@ -1,0 +1,104 @@
+"""Membership churn against one consumer group, on kafkalite and on Apache Kafka 4.1.
+
+The engine is ``bench/churn.py`` (its docstring describes the workload and the
+invariants); ``python -m bench.churn`` runs the long version. Here each group
+protocol churns for ``KAFKALITE_SOAK_SECONDS`` (75 by default) with
+``KAFKALITE_SOAK_MEMBERS`` (50) consumer processes, against kafkalite always and
+against the reference Kafka broker where Java and Maven are available, and the
+three invariants must hold: no partition owned by two live members at once, every
+partition owned by exactly one member once the group has settled, and no
+committed offset going backwards.
+
+KIP-848 groups get a 2 s heartbeat interval here (the bench's default is 1 s):
+librdkafka gives a ConsumerGroupHeartbeat request no longer than the interval
+before it drops the connection, and this suite must not depend on how loaded the
+machine that runs it is.
+
+The tests of ``analyse`` at the end need no broker.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from bench.churn import ChurnConfig, Event, analyse, run
+from tests import reference_kafka
+
+SECONDS = float(os.environ.get("KAFKALITE_SOAK_SECONDS", "75"))
+MEMBERS = int(os.environ.get("KAFKALITE_SOAK_MEMBERS", "50"))
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+@pytest.mark.parametrize("broker", ["kafkalite", pytest.param("kafka", marks=pytest.mark.reference)])
+def test_churn_keeps_ownership_and_offsets_consistent(broker, protocol, tmp_path):
+    if broker == "kafka":
+        ok, reason = reference_kafka.available()
+        if not ok:
+            pytest.skip(reason)
+    cfg = ChurnConfig(
+        broker=broker, protocol=protocol, members=MEMBERS, seconds=SECONDS, partitions=60, seed=7,
+        consumer_heartbeat_ms=2_000, consumer_session_ms=10_000, settle=90, work_dir=str(tmp_path),
+    )
+    r = run(cfg)
+    summary = {k: r[k] for k in ("overlaps", "overlap_examples", "unowned_partitions", "doubly_owned_after_settle", "backwards_examples",
+                                 "commit_errors", "joins", "leaves", "crashes", "settle_seconds", "loadavg_end", "broker_log")}
+    # the churn happened, and members did their work
+    assert r["joins"] > MEMBERS and r["leaves"] > 0 and r["crashes"] > 0, summary
+    assert r["commits_ok"] > 0 and r["rebalance_callbacks"].get("assign", 0) > 0, summary
+    assert r["final_offsets_read"], summary
+    # the invariants
+    assert r["overlaps"] == 0, summary
+    assert r["settled"] and r["unowned_after_settle"] == 0 and r["doubly_owned_after_settle"] == 0, summary
+    assert r["backwards_commits"] == 0, summary
+
+
+# =========================================================================== analyse(): no broker
+def ev(t, member, kind, **data):
+    return Event(t, member, kind, data)
+
+
+def test_analyse_counts_an_assignment_to_a_second_live_owner_as_an_overlap():
+    r = analyse([ev(1, 1, "assign", p=[0, 1]), ev(2, 2, "assign", p=[1]), ev(3, 1, "revoke", p=[0, 1])], 2)
+    assert r["overlaps"] == 1 and r["overlap_examples"][0]["partition"] == 1 and r["overlap_examples"][0]["held_by"] == [1]
+
+
+def test_analyse_a_revoked_lost_killed_or_closed_member_holds_nothing():
+    events = [
+        ev(1, 1, "assign", p=[0]), ev(2, 1, "revoke", p=[0]), ev(3, 2, "assign", p=[0]),  # revoked first
+        ev(4, 2, "lost", p=[0]), ev(5, 3, "assign", p=[0]),  # lost first
+        ev(6, 3, "kill"), ev(7, 4, "assign", p=[0]),  # killed first
+        ev(8, 4, "closed"), ev(9, 5, "assign", p=[0]),  # closed first
+    ]
+    r = analyse(events, 1, settle_at=10)
+    assert r["overlaps"] == 0 and r["unowned_after_settle"] == 0 and r["doubly_owned_after_settle"] == 0
+
+
+def test_analyse_orders_by_timestamp_not_by_arrival():
+    # member 2's assign arrived first from its pipe, but happened after member 1's revoke
+    r = analyse([ev(1, 1, "assign", p=[0]), ev(3, 2, "assign", p=[0]), ev(2, 1, "revoke", p=[0])], 1)
+    assert r["overlaps"] == 0
+
+
+def test_analyse_unowned_and_doubly_owned_at_settle():
+    events = [ev(1, 1, "assign", p=[0, 1]), ev(2, 2, "assign", p=[1]), ev(3, 1, "revoke", p=[0]), ev(20, 1, "revoke", p=[1])]
+    r = analyse(events, 3, settle_at=10)
+    assert r["unowned_partitions"] == [0, 2] and r["doubly_owned_after_settle"] == 1
+
+
+def test_analyse_backwards_commits_and_final_offsets():
+    events = [
+        ev(1, 1, "commit", p=0, o=10, err=None),
+        ev(2, 1, "commit", p=0, o=7, err=None),  # backwards
+        ev(3, 1, "commit", p=0, o=5, err="STALE_MEMBER_EPOCH"),  # failed: does not count
+        ev(4, 2, "commit", p=1, o=20, err=None),
+        ev(5, 2, "commit", p=2, o=30, err=None),
+    ]
+    r = analyse(events, 3, final_offsets={0: 7, 1: 19, 2: 31})
+    assert r["commits_ok"] == 4 and r["commit_errors"] == {"STALE_MEMBER_EPOCH": 1}
+    # 10 -> 7 in the reports, and partition 1 read back below its last successful commit
+    assert r["backwards_commits"] == 2
+    assert {b["partition"] for b in r["backwards_examples"]} == {0, 1}
+    assert r["final_offsets_ahead_of_reports"] == 1  # partition 2: a commit the member did not live to report

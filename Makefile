@@ -3,7 +3,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test spark-jars test-unit reference-kafka test-conformance test-clients compat bench bench-compare lint clean
+.PHONY: install run test spark-jars test-unit reference-kafka test-conformance test-clients compat bench bench-compare fuzz reliability reliability-quick lint clean
 
 install: $(STAMP)
 
@@ -45,6 +45,17 @@ bench: install
 
 bench-compare: install
 	$(BIN)/python -m bench.compare
+
+# the protocol-layer fuzzer for longer than make test runs it (findings are saved to tests/fuzz/corpus/)
+fuzz: install
+	$(BIN)/python -m tests.fuzz.protocol --frames 1000000 --seconds 1800
+
+# docs/reliability.md: fuzzers, memory bounds, kill -9 and churn figures (about an hour; --quick for minutes)
+reliability: install
+	$(BIN)/python -m bench.reliability
+
+reliability-quick: install
+	$(BIN)/python -m bench.reliability --quick --out /tmp/reliability-quick.md
 
 lint: install
 	$(BIN)/ruff check broker protocol storage bench tests pipeline

@@ -91,6 +91,7 @@ class ChurnConfig:
     pause: str | None = None  # "MS:EVERY_MS": SIGSTOP the broker process for MS, every EVERY_MS (either broker)
     loop_monitor: bool = False  # kafkalite logs its event loop's lag (LOOPLAG lines)
     trace: bool = False  # kafkalite writes trace.jsonl (requests, heartbeats, commits) in the work dir
+    no_loop_watch: bool = False  # kafkalite without its stall compensation (LoopWatch reports nothing): for before/after runs
     bootstrap: str | None = None  # use a running broker instead of starting one
     work_dir: str | None = None
     kafka_debug_log: bool = False  # GroupMetadataManager at DEBUG on the reference broker (member epochs)
@@ -257,7 +258,7 @@ class BrokerHandle:
             from bench.spawn import Broker
 
             python_args = []
-            if cfg.loop_stall or cfg.loop_monitor or cfg.trace:
+            if cfg.loop_stall or cfg.loop_monitor or cfg.trace or cfg.no_loop_watch:
                 python_args = ["-m", "bench.churn", "--stall-launch", cfg.loop_stall or "0:0", "monitor" if cfg.loop_monitor else "-"]
             args = [
                 "--group-consumer-heartbeat-interval-ms", str(cfg.consumer_heartbeat_ms),
@@ -265,10 +266,13 @@ class BrokerHandle:
             ]
             if cfg.trace:
                 os.environ["CHURN_TRACE"] = str(self.work / "trace.jsonl")
+            if cfg.no_loop_watch:
+                os.environ["CHURN_NO_LOOP_WATCH"] = "1"
             try:
                 self.impl = Broker(self.work / "kafkalite-data", *args, python_args=python_args, log_path=self.work / "kafkalite.log").start()
             finally:
                 os.environ.pop("CHURN_TRACE", None)
+                os.environ.pop("CHURN_NO_LOOP_WATCH", None)
         return self.impl.bootstrap
 
     @property
@@ -334,6 +338,10 @@ def _stall_launch(argv: list[str]) -> int:
                 task.cancel()
 
     server.run = run_with_stall
+    if os.environ.get("CHURN_NO_LOOP_WATCH"):
+        import broker.coordinator.runtime as runtime
+
+        runtime.LoopWatch.lost_ms = lambda self: 0
     trace_path = os.environ.get("CHURN_TRACE")
     if trace_path:
         _install_trace(trace_path)
@@ -413,6 +421,31 @@ def _install_trace(path: str) -> None:
 
     consumer.ConsumerGroups.fence = fence
 
+    import broker.coordinator.consumer_group as consumer_group
+
+    # when each partition was assigned to its member (KIP-1251's "assignment epoch"): (group, member, topic id, p) -> epoch
+    assigned_at: dict = {}
+    real_set_current = consumer_group.ConsumerGroup.set_current
+
+    def set_current(self, member, epoch, previous, state, assigned, pending):
+        before = {(t, p) for t, ps in member.assigned.items() for p in ps}
+        after = {(t, p) for t, ps in assigned.items() for p in ps}
+        for t, p in before - after:
+            assigned_at.pop((self.group_id, member.member_id, t, p), None)
+        for t, p in after - before:
+            assigned_at[(self.group_id, member.member_id, t, p)] = epoch
+        return real_set_current(self, member, epoch, previous, state, assigned, pending)
+
+    consumer_group.ConsumerGroup.set_current = set_current
+    real_remove = consumer_group.ConsumerGroup.remove_member
+
+    def remove_member(self, member_id):
+        for k in [k for k in assigned_at if k[0] == self.group_id and k[1] == member_id]:
+            del assigned_at[k]
+        return real_remove(self, member_id)
+
+    consumer_group.ConsumerGroup.remove_member = remove_member
+
     real_commit = shard.GroupShard.offset_commit
 
     def offset_commit(self, group_id, member_id, generation, instance_id, version, retention_ms, partitions):
@@ -421,7 +454,12 @@ def _install_trace(path: str) -> None:
         current = getattr(m, "member_epoch", None)
         result = real_commit(self, group_id, member_id, generation, instance_id, version, retention_ms, partitions)
         errs = sorted({int(code) for _, _, code in result.response})
-        w(ev="commit", member=member_id, epoch=generation, member_epoch=current, errs=errs, parts=[c.partition for c in partitions])
+        since = None
+        if m is not None and errs == [113]:
+            # per partition: the epoch it was assigned to this member at (None: not assigned to it now)
+            by_name = self.metadata.by_name
+            since = [assigned_at.get((group_id, member_id, by_name[c.topic][0], c.partition)) if c.topic in by_name else None for c in partitions]
+        w(ev="commit", member=member_id, epoch=generation, member_epoch=current, errs=errs, parts=[c.partition for c in partitions], assigned_at=since)
         return result
 
     shard.GroupShard.offset_commit = offset_commit
@@ -1024,25 +1062,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pause", help="MS:EVERY_MS: SIGSTOP the broker for MS every EVERY_MS while the churn runs")
     ap.add_argument("--loop-monitor", action="store_true", help="kafkalite logs its event loop's lag every 5 s")
     ap.add_argument("--trace", action="store_true", help="kafkalite writes trace.jsonl in the work dir (diagnostics)")
+    ap.add_argument("--no-loop-watch", action="store_true", help="kafkalite without its stall compensation (before/after comparisons)")
     ap.add_argument("--bootstrap", help="use this running broker (--broker then only names it)")
     ap.add_argument("--work-dir")
     ap.add_argument("--kafka-debug-log", action="store_true", help="reference Kafka logs member epochs (GroupMetadataManager DEBUG)")
     ap.add_argument("--json", help="write the report here")
+    ap.add_argument("--check", action="store_true", help="exit 1 if an invariant failed (overlaps, unowned partitions, backwards commits)")
     a = ap.parse_args(argv)
     cfg = ChurnConfig(
         broker=a.broker, protocol=a.protocol, members=a.members, seconds=a.seconds, partitions=a.partitions,
         seed=a.seed, action_interval=a.action_interval, produce_rate=a.produce_rate, settle=a.settle,
         consumer_heartbeat_ms=a.consumer_heartbeat_ms, consumer_session_ms=a.consumer_session_ms,
-        hog=a.hog, pause=a.pause, hog_through_settle=a.hog_through_settle, loop_stall=a.loop_stall, loop_monitor=a.loop_monitor, trace=a.trace, bootstrap=a.bootstrap,
+        hog=a.hog, pause=a.pause, hog_through_settle=a.hog_through_settle, loop_stall=a.loop_stall, loop_monitor=a.loop_monitor, trace=a.trace, no_loop_watch=a.no_loop_watch, bootstrap=a.bootstrap,
         work_dir=a.work_dir, kafka_debug_log=a.kafka_debug_log,
     )
     if cfg.loop_stall and cfg.broker != "kafkalite":
         ap.error("--loop-stall is for kafkalite")
+    if cfg.broker == "kafka" and cfg.bootstrap is None:
+        from tests import reference_kafka
+
+        ok, why = reference_kafka.available()
+        if not ok:
+            print(f"skipped: {why}")
+            return 0
     report = run(cfg)
     print(summary_line(report))
     print(json.dumps({k: v for k, v in report.items() if k != "config"}, indent=1, default=str))
     if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json).write_text(json.dumps(report, indent=1, default=str))
+    if a.check:
+        failed = report["overlaps"] or report["unowned_after_settle"] or report["doubly_owned_after_settle"] or report["backwards_commits"] or not report["settled"]
+        return 1 if failed else 0
     return 0
 
 

@@ -182,6 +182,15 @@ def _verdict(ok: bool | None) -> str:
     return "—" if ok is None else ("met" if ok else "**not met**")
 
 
+_DURATIONS = {
+    "fuzz": "15 min by default",
+    "protocol-fuzz": "10 min",
+    "connections": "about 1 min",
+    "killnine": "about 2-5 min for 50 restarts",
+    "churn": "about 25 min: 10 minutes of churn on kafkalite, then on Apache Kafka, each with its settle time; Kafka needs Java 17+ and Maven",
+}
+
+
 def part_fuzz(args, out: Path) -> Section:
     sec = Section(_TITLES["fuzz"])
     if not (ROOT / "tests/fuzz/network.py").exists():
@@ -232,13 +241,17 @@ def _finding_notes(r: dict) -> list[str]:
     for kind, n in (r.get("handler_failures_by_kind") or {}).items():
         frame = examples.get(kind, "")
         notes.append(f"handler failure ({n}×): {kind}" + (f" — frame `{frame[:200]}`" if frame else ""))
-    hang_examples: dict = {}
-    for h in r.get("hang_details", []):
-        first = h.get("first_unanswered") or {}
-        hang_examples.setdefault((first.get("api_key"), first.get("version")), first.get("hex", ""))
-    for kind, n in (r.get("hangs_by_first_unanswered") or {}).items():
-        example = next((hx for (key, ver), hx in hang_examples.items() if hx and kind.endswith(f" v{ver}")), "")
-        notes.append(f"hung connections whose first unanswered request is {kind}: {n}" + (f" — e.g. `{example[:200]}`" if example else ""))
+    kinds = r.get("hangs_by_first_unanswered") or {}
+    if kinds:
+        notes.append("hung connections by their first unanswered request: " + ", ".join(f"{kind} {n}" for kind, n in kinds.items()))
+        names = _api_names()
+        shown = set()
+        for h in r.get("hang_details", []):
+            first = h.get("first_unanswered") or {}
+            label = f"{names.get(first.get('api_key'), first.get('api_key'))} v{first.get('version')}"
+            if first.get("hex") and label not in shown and len(shown) < 3:
+                shown.add(label)
+                notes.append(f"a hung connection's first unanswered request, {label}: `{first['hex'][:200]}`")
     for c in r.get("crash_details", [])[:5]:
         m = c.get("minimized") or {}
         frame = m.get("frame") or {}
@@ -247,6 +260,16 @@ def _finding_notes(r: dict) -> list[str]:
     for kind, n in (r.get("broker_errors_by_kind") or {}).items():
         notes.append(f"broker stderr error ({n}×): `{kind}`")
     return notes
+
+
+def _api_names() -> dict:
+    try:
+        sys.path.insert(0, str(ROOT))
+        from broker.handlers import HANDLERS
+
+        return {key: mod.NAME for key, mod in HANDLERS.items()}
+    except Exception:  # noqa: BLE001 - names are a nicety
+        return {}
 
 
 _PROTOCOL_SUMMARY = re.compile(
@@ -501,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
             part_args = argparse.Namespace(**{**vars(args), **stored_args[name]}) if name in stored_args else args
             sections.append(PARTS[name](part_args, json_dir))
         else:
-            sections.append(Section(_TITLES[name], not_run="not selected this time (`--parts`)"))
+            sections.append(Section(_TITLES[name], not_run=f"left out of this invocation (`--parts`); `python -m bench.reliability --parts {name}` runs it ({_DURATIONS[name]})"))
     if not args.from_json:
         keep = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "from_json"}
         (json_dir / "runs.json").write_text(json.dumps(

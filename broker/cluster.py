@@ -30,6 +30,12 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 PRODUCER_ID_BLOCK = 1000
 LEADER_EPOCH = 0
+# Kafka's controller writes at most this many metadata records for one admin
+# request (QuorumController.MAX_RECORDS_PER_USER_OP) and refuses CreateTopics
+# asking for more partitions than this in total (MAX_PARTITIONS_PER_BATCH).
+MAX_RECORDS_PER_REQUEST = 10_000
+# partitions opened per step of an asynchronous creation (the loop serves others in between)
+_OPEN_CHUNK = 128
 
 
 class TopicError(Exception):
@@ -152,6 +158,10 @@ class Cluster:
         self._next_pid = 0
         self._pid_limit = 0
         self.metadata = MetadataView()
+        # names of topics being created off the loop (create_topic_async): taken, not yet served
+        self.creating: set[str] = set()
+        # serialises CreateTopics / CreatePartitions, as Kafka's controller does
+        self.admin_lock = asyncio.Lock()
         self.logs = LogManager(
             self.data_dir, defaults, clock=clock, maintenance_interval_s=maintenance_interval_s, retention_check_interval_ms=retention_check_interval_ms
         )
@@ -200,20 +210,14 @@ class Cluster:
         _fsync_dir(self.data_dir)
 
     # ------------------------------------------------------------------ topics
-    def create_topic(
-        self,
-        name: str,
-        num_partitions: int,
-        configs: dict[str, str] | None = None,
-        *,
-        validate_only: bool = False,
-    ) -> Topic:
+    def check_new_topic(self, name: str, num_partitions: int, configs: dict[str, str] | None = None) -> Topic:
+        """Validate a topic creation; returns the topic, without partitions, or raises TopicError."""
         from protocol.errors import ErrorCode
 
         reason = validate_topic_name(name)
         if reason:
             raise TopicError(ErrorCode.invalid_topic_exception, reason)
-        if name in self.topics:
+        if name in self.topics or name in self.creating:
             raise TopicError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         if num_partitions <= 0:
             raise TopicError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
@@ -222,15 +226,105 @@ class Cluster:
             cfg = LogConfig.from_kafka(configs, self.defaults)
         except ValueError as exc:
             raise TopicError(ErrorCode.invalid_config, str(exc)) from exc
-        topic = Topic(name, uuid.uuid4(), configs, cfg, [])
+        return Topic(name, uuid.uuid4(), configs, cfg, [])
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: dict[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> Topic:
+        """Create a topic on the calling thread (the loop); all or nothing."""
+        topic = self.check_new_topic(name, num_partitions, configs)
         if validate_only:
             return topic
-        for p in range(num_partitions):
-            topic.partitions.append(Partition(name, p, self.logs.create(name, p, cfg)))
+        topic.partitions = self._open_partitions(name, topic.config, 0, num_partitions)
+        return self._created(topic)
+
+    async def create_topic_async(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: dict[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> Topic:
+        """``create_topic`` with the partition logs opened on a worker thread, so the loop
+        keeps serving other clients. The name is taken at once (a concurrent creation
+        gets TOPIC_ALREADY_EXISTS); the topic is served only once complete."""
+        topic = self.check_new_topic(name, num_partitions, configs)
+        if validate_only:
+            return topic
+        self.creating.add(name)
+        try:
+            topic.partitions = await self._open_partitions_async(name, topic.config, 0, num_partitions)
+        finally:
+            self.creating.discard(name)
+        return self._created(topic)
+
+    def _created(self, topic: Topic) -> Topic:
         self._index(topic)
         self._save()
-        log.info("topic created", topic=name, partitions=num_partitions, configs=configs or None)
+        log.info("topic created", topic=topic.name, partitions=len(topic.partitions), configs=topic.overrides or None)
         return topic
+
+    def _open_partitions(self, name: str, cfg: LogConfig, start: int, stop: int) -> list[Partition]:
+        """Open the logs of partitions [start, stop) of ``name``: all of them, or none.
+
+        A failure (too many open files, a full disk) closes and removes every log
+        opened here, and the directory of the one that failed, then raises TopicError.
+        """
+        from protocol.errors import ErrorCode
+
+        opened: list[Partition] = []
+        p = start
+        try:
+            for p in range(start, stop):
+                opened.append(Partition(name, p, self.logs.create(name, p, cfg)))
+        except OSError as exc:
+            self._discard_partitions(name, opened, failed=p)
+            log.error("partition creation failed, nothing kept", topic=name, partition=p, opened=len(opened), error=str(exc), errno=exc.errno)
+            raise TopicError(ErrorCode.unknown_server_error, f"Could not create partition {p} of topic '{name}': {exc}") from exc
+        except BaseException:
+            self._discard_partitions(name, opened, failed=p)
+            raise
+        return opened
+
+    async def _open_partitions_async(self, name: str, cfg: LogConfig, start: int, stop: int) -> list[Partition]:
+        loop = asyncio.get_running_loop()
+        opened: list[Partition] = []
+        try:
+            for lo in range(start, stop, _OPEN_CHUNK):
+                hi = min(stop, lo + _OPEN_CHUNK)
+                chunk = loop.run_in_executor(None, self._open_partitions, name, cfg, lo, hi)
+                try:
+                    opened += await asyncio.shield(chunk)
+                except asyncio.CancelledError:
+                    # the worker goes on with its chunk: wait for it, so what it opened is undone too
+                    try:
+                        opened += await chunk
+                    except Exception:
+                        pass
+                    raise
+        except BaseException:
+            # the chunk that failed cleaned up after itself; the earlier ones are undone here
+            self._discard_partitions(name, opened)
+            raise
+        return opened
+
+    def _discard_partitions(self, name: str, parts: list[Partition], failed: int | None = None) -> None:
+        for part in parts:
+            try:
+                self.logs.delete(name, part.index)
+            except Exception:
+                log.exception("could not remove the log of a partition being discarded", topic=name, partition=part.index)
+        if failed is not None:
+            try:
+                self.logs.delete(name, failed)
+            except Exception:
+                log.exception("could not remove the log of a partition being discarded", topic=name, partition=failed)
 
     def delete_topic(self, topic: Topic) -> None:
         del self.topics[topic.name]
@@ -242,7 +336,8 @@ class Cluster:
             self.logs.delete(topic.name, part.index)
         log.info("topic deleted", topic=topic.name)
 
-    def add_partitions(self, topic: Topic, count: int, *, validate_only: bool = False) -> None:
+    def check_add_partitions(self, topic: Topic, count: int) -> int:
+        """Validate growing ``topic`` to ``count`` partitions; returns how many are added."""
         from protocol.errors import ErrorCode
 
         current = len(topic.partitions)
@@ -251,10 +346,35 @@ class Cluster:
                 ErrorCode.invalid_partitions,
                 f"Topic currently has {current} partitions, which is higher than or equal to the requested {count}.",
             )
+        return count - current
+
+    def add_partitions(self, topic: Topic, count: int, *, validate_only: bool = False) -> None:
+        current = len(topic.partitions)
+        self.check_add_partitions(topic, count)
         if validate_only:
             return
-        for p in range(current, count):
-            topic.partitions.append(Partition(topic.name, p, self.logs.create(topic.name, p, topic.config)))
+        topic.partitions += self._open_partitions(topic.name, topic.config, current, count)
+        self._grown(topic, count)
+
+    async def add_partitions_async(self, topic: Topic, count: int, *, validate_only: bool = False) -> None:
+        """``add_partitions`` with the logs opened on a worker thread; all or nothing.
+
+        Call it holding ``admin_lock`` (nothing else grows a topic meanwhile). Should
+        the topic be deleted meanwhile, the new logs are removed again."""
+        from protocol.errors import ErrorCode
+
+        current = len(topic.partitions)
+        self.check_add_partitions(topic, count)
+        if validate_only:
+            return
+        added = await self._open_partitions_async(topic.name, topic.config, current, count)
+        if self.topics.get(topic.name) is not topic or len(topic.partitions) != current:
+            self._discard_partitions(topic.name, added)
+            raise TopicError(ErrorCode.unknown_topic_or_partition, f"The topic '{topic.name}' was deleted while partitions were added.")
+        topic.partitions += added
+        self._grown(topic, count)
+
+    def _grown(self, topic: Topic, count: int) -> None:
         self.metadata.refresh(self.topics)
         self._save()
         log.info("partitions added", topic=topic.name, partitions=count)

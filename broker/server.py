@@ -4,8 +4,8 @@ Each connection is an ``asyncio.Protocol``. Bytes are fed to the sans-IO
 ``protocol.connection.ServerConnection``; the decoded requests are queued and
 handled one at a time, in order, by a task of the connection's own, which is
 how Kafka treats a connection too (it mutes a channel until its response is
-out). The task exists only while there are requests to handle: an idle
-connection costs its transport and a small object, nothing more.
+out). The task exists only while the connection is busy (and for a second
+after): an idle connection costs its transport and a small object.
 
 Memory is bounded on both sides of a connection:
 
@@ -19,12 +19,16 @@ Memory is bounded on both sides of a connection:
   requests (frames being received and requests queued or in flight); past
   ``queued.max.request.bytes`` in all, no connection is read from, except one
   in the middle of a frame (the one furthest into its frame, rotated if it
-  stalls) so that the broker can always finish a request, until the total
-  falls to three quarters of the limit.
+  stalls) so that the broker can finish a request, until the total falls to
+  three quarters of the limit; and none at all past the limit plus one
+  largest frame (``request_bytes_cap``).
 
 One periodic sweep (not a timer per connection) closes connections that sent
-no complete request for ``connections.max.idle.ms`` and returns freed memory
-to the operating system after a burst (glibc's ``malloc_trim``).
+no complete request for ``connections.max.idle.ms``, ends the tasks of
+connections quiet for ``_LINGER``, closes paused connections whose client has
+gone (a paused transport does not read, so it would not see the EOF: one
+poll(2) asks the kernel), and after a burst returns freed memory to the
+operating system (a full collection, then glibc's ``malloc_trim``).
 ``max.connections`` and ``max.connections.per.ip`` close new connections over
 the limit at once.
 
@@ -272,27 +276,27 @@ class Broker:
         self.cluster.close()
         log.info("stopped")
 
-    def _reap_hung_up(self) -> None:
+    def _reap_hung_up(self, paused: list[KafkaConnection]) -> None:
         """Close the connections not being read from whose clients have gone.
 
         Reading is how a transport learns that its peer closed; one paused
         (full pool, unread answers) would hold its memory until the idle sweep.
         One poll(2) for all of them asks the kernel instead.
         """
-        paused: dict[int, KafkaConnection] = {}
-        for c in self.connections:
-            if c.paused and not c.closing:
+        by_fd: dict[int, KafkaConnection] = {}
+        for c in paused:
+            if not c.closing:  # not just closed as idle
                 sock = c.transport.get_extra_info("socket")
                 if sock is not None:
-                    paused[sock.fileno()] = c
-        if not paused:
+                    by_fd[sock.fileno()] = c
+        if not by_fd:
             return
         poller = select.poll()
-        for fd in paused:
+        for fd in by_fd:
             poller.register(fd, _POLLRDHUP)
         for fd, events in poller.poll(0):
             if events & _HUNG_UP:
-                paused[fd].abort()
+                by_fd[fd].abort()
 
     # -- connection limits ------------------------------------------------
     def admit(self, conn: KafkaConnection, transport) -> bool:
@@ -368,21 +372,24 @@ class Broker:
     # -- the sweep --------------------------------------------------------
     def _sweep(self) -> None:
         self._sweep_handle = self.loop.call_later(self.sweep_s, self._sweep)
-        if self.idle_s is not None:
-            cutoff = _now() - self.idle_s
-            # a connection with a request in hand (a task not waiting) is not idle
-            idle = [c for c in self.connections if c.seen < cutoff and (c.task is None or c.waiter is not None)]
-            for c in idle:
-                c.abort()
-            if idle:
-                log.debug("closed idle connections", count=len(idle), idle_ms=round(self.idle_s * 1000))
-        # tasks of connections quiet for a while end: an idle connection keeps none
-        linger = _now() - _LINGER
-        for c in self.connections:
-            if c.waiter is not None and c.seen < linger:
-                c.wake()
-        if _POLLRDHUP:
-            self._reap_hung_up()
+        now = _now()
+        cutoff = now - self.idle_s if self.idle_s is not None else -1.0
+        linger = now - _LINGER
+        idle: list[KafkaConnection] = []
+        paused: list[KafkaConnection] = []
+        for c in self.connections:  # one pass over them all
+            if c.seen < cutoff and (c.task is None or c.waiter is not None):
+                idle.append(c)  # with a request in hand (a task not waiting) it is not idle
+            elif c.waiter is not None and c.seen < linger:
+                c.wake()  # quiet for a while: its task ends, an idle connection keeps none
+            if c.paused and not c.closing:
+                paused.append(c)
+        for c in idle:
+            c.abort()
+        if idle:
+            log.debug("closed idle connections", count=len(idle), idle_ms=round(self.idle_s * 1000))
+        if paused and _POLLRDHUP:
+            self._reap_hung_up(paused)
         if self.refused:
             log.warning(
                 "refused connections over the limit",
@@ -625,9 +632,12 @@ class KafkaConnection(asyncio.Protocol):
         try:
             while True:
                 while queue:
-                    if self.paused & _WRITE or self.closing:
-                        self.seen = _now()
-                        return
+                    if self.paused or self.closing:  # one test on the common path
+                        if self.paused & _WRITE or self.closing:
+                            self.seen = _now()
+                            return
+                        if self.paused & _QUEUE and len(queue) < _MAX_QUEUED // 2 and self.held < broker.conn_queue_bytes:
+                            self._resume(_QUEUE)
                     event = queue.popleft()
                     out = await self._dispatch(event)
                     if self.closing:  # connection_lost has given back what it held
@@ -641,8 +651,6 @@ class KafkaConnection(asyncio.Protocol):
                         broker.request_bytes -= n
                         if n >= _LARGE or broker.pool_full:
                             self._released(n)
-                    if self.paused & _QUEUE and len(queue) < _MAX_QUEUED // 2 and self.held < broker.conn_queue_bytes:
-                        self._resume(_QUEUE)
                     if out is not None:
                         if len(out) >= _LARGE:
                             broker.trim_due += len(out)
@@ -664,6 +672,9 @@ class KafkaConnection(asyncio.Protocol):
                 self.waiter = None
                 if not queue:
                     self.queue = None
+                    proto = self.proto
+                    if proto is not None and not proto._frames.in_frame:
+                        self.proto = None  # quiet: the decoder is made again on the next byte
 
     async def _dispatch(self, event) -> bytes | None:
         if self.broker.hooked:
@@ -762,7 +773,21 @@ class KafkaConnection(asyncio.Protocol):
         return ServerConnection.encode_response(event.api_key, version, event.correlation_id, build(cls, body))
 
 
+def _raise_open_files_limit() -> None:
+    """Every connection is a file descriptor: take the hard limit, not the (often 1024) soft one."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+        if soft != resource.RLIM_INFINITY and soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
 async def run(config: BrokerConfig) -> int:
+    _raise_open_files_limit()
     broker = Broker(config)
     t0 = time.monotonic()
     try:

@@ -77,7 +77,9 @@ class Timers:
     time while it was pending does not run at once: requests that would have
     re-armed it (a heartbeat, a JoinGroup) may be waiting, unread or unhandled,
     behind the stall. It is re-armed once, as far ahead as the time the loop
-    lost, and runs then if nothing re-armed or cancelled it meanwhile. Kafka's
+    lost (at most its own delay again, so a suspended laptop's broker does not
+    keep dead members for hours), and runs then if nothing re-armed or
+    cancelled it meanwhile. Kafka's
     coordinator gets the same effect from its event queue: a heartbeat that
     arrived before a timer's expiry event is handled first and cancels it.
     """
@@ -86,8 +88,8 @@ class Timers:
         self.clock_ms = clock_ms
         self.lost_ms = lost_ms
         self._heap: list[tuple[int, int, str]] = []
-        # key -> (seq, callback, loop time lost when armed, already given time back)
-        self._live: dict[str, tuple[int, Callable[[], Any], int, bool]] = {}
+        # key -> (seq, callback, loop time lost when armed, delay, already given time back)
+        self._live: dict[str, tuple[int, Callable[[], Any], int, int, bool]] = {}
         self._seq = itertools.count()
         self.on_change: Callable[[int], None] | None = None
         # while a timer's callback runs: how long after its deadline it fired
@@ -98,7 +100,7 @@ class Timers:
     def schedule(self, key: str, delay_ms: int, fn: Callable[[], Any]) -> None:
         deadline = self.clock_ms() + max(delay_ms, 0)
         seq = next(self._seq)
-        self._live[key] = (seq, fn, self.lost_ms() if self.lost_ms is not None else 0, False)
+        self._live[key] = (seq, fn, self.lost_ms() if self.lost_ms is not None else 0, max(delay_ms, 0), False)
         heapq.heappush(self._heap, (deadline, seq, key))
         if self.on_change is not None and self._heap[0][1] == seq:
             self.on_change(deadline)
@@ -127,11 +129,11 @@ class Timers:
             live = self._live.get(key)
             if live is None or live[0] != seq:
                 continue
-            seq_, fn, lost_at_arm, given = live
-            lost = lost_now - lost_at_arm
+            _, fn, lost_at_arm, delay, given = live
+            lost = min(lost_now - lost_at_arm, delay)
             if lost > 0 and not given:
                 seq2 = next(self._seq)
-                self._live[key] = (seq2, fn, lost_at_arm, True)
+                self._live[key] = (seq2, fn, lost_at_arm, delay, True)
                 heapq.heappush(heap, (now + lost, seq2, key))
                 self.extended.append((key, lost))
                 continue

@@ -4,7 +4,13 @@
   (names starting with ``__``), which appear only when asked for by name.
 - Unknown topics are created when both the request (v4+) and the broker
   (``--auto-create-topics``) allow it, with ``--num-partitions`` partitions.
-- v10+ can name topics by id; an unknown id answers UNKNOWN_TOPIC_ID.
+- v12+ can name topics by id (a non-zero id wins over the name); an unknown
+  id answers UNKNOWN_TOPIC_ID. v10 and v11 carry the id field but Kafka refuses
+  a null name or a non-zero id there: the whole request is answered
+  INVALID_REQUEST (no brokers, controller -1, every topic echoed with the
+  error). In v12+ a topic with neither name nor id makes Kafka 4.1 answer the
+  whole request UNKNOWN_SERVER_ERROR, which is matched here.
+- A topic asked for more than once is answered once, as Kafka does.
 - The one broker is described by the advertised address of the listener the
   client connected through (Kafka's ``advertised.listeners``).
 """
@@ -45,21 +51,64 @@ def topic_entry(cluster, topic, node):
     }
 
 
+def _refused(req, code: ErrorCode) -> dict:
+    """The whole request refused, as Kafka's MetadataRequest error response: every topic echoed with ``code``."""
+    return {
+        "throttle_time": 0,
+        "brokers": [],
+        "cluster_id": None,
+        "controller_id": -1,
+        "topics": [
+            {
+                "error_code": code,
+                "name": rt.name if rt.name is not None else "",
+                "topic_id": getattr(rt, "topic_id", None) or _ZERO_ID,
+                "is_internal": False,
+                "partitions": [],
+                "topic_authorized_operations": _UNKNOWN_OPS,
+            }
+            for rt in req.topics
+        ],
+        "cluster_authorized_operations": _UNKNOWN_OPS,
+        "error_code": code,
+    }
+
+
+def _refusal(req, version: int) -> ErrorCode | None:
+    if req.topics is None or version < 10:
+        return None
+    for rt in req.topics:
+        has_id = rt.topic_id is not None and rt.topic_id != _ZERO_ID
+        if version < 12 and (rt.name is None or has_id):
+            return ErrorCode.invalid_request
+        if rt.name is None and not has_id:
+            return ErrorCode.unknown_server_error
+    return None
+
+
 async def handle(ctx, req):
     cluster = ctx.cluster
     node = cluster.node_id
     host, port = advertised_for(ctx)
     version = ctx.version
+    refusal = _refusal(req, version)
+    if refusal is not None:
+        return _refused(req, refusal)
     requested = req.topics
     if requested is None or (version == 0 and not requested):
         topics = [topic_entry(cluster, t, node) for t in cluster.topics.values() if not t.internal]
     else:
         allow_create = getattr(req, "allow_auto_topic_creation", True) and ctx.config.auto_create_topics
         topics = []
+        seen = set()
         for rt in requested:
             name = rt.name
             topic_id = getattr(rt, "topic_id", None)
-            if not name and topic_id is not None and topic_id != _ZERO_ID:
+            key = topic_id if topic_id is not None and topic_id != _ZERO_ID else name
+            if key in seen:
+                continue  # Kafka answers each topic once, however often it is asked for
+            seen.add(key)
+            if topic_id is not None and topic_id != _ZERO_ID:
                 topic = cluster.by_id.get(topic_id)
                 if topic is None:
                     topics.append({"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": topic_id})
@@ -69,6 +118,10 @@ async def handle(ctx, req):
             topic = cluster.topics.get(name)
             if topic is None and validate_topic_name(name) is not None:
                 topics.append({"error_code": ErrorCode.invalid_topic_exception, "name": name, "topic_id": _ZERO_ID})
+                continue
+            if topic is None and name in cluster.creating:
+                # being created by a CreateTopics still opening its partitions, as Kafka answers a topic without leaders yet
+                topics.append({"error_code": ErrorCode.leader_not_available, "name": name, "topic_id": _ZERO_ID})
                 continue
             if topic is None and allow_create and not name.startswith("__"):
                 try:

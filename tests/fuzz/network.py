@@ -340,7 +340,6 @@ def _value_sites(kind, kafka_type, flexible, legacy, optional, buf, pos, depth, 
         return _entity_sites(kind.type_, buf, pos, depth + 1, sites)
     if kafka_type in _FIXED:
         return pos + _FIXED[kafka_type]
-    start = pos
     if flexible and not legacy:
         sites.append((pos, "uvarint", depth))
         n, pos = _uvarint(buf, pos)
@@ -359,7 +358,6 @@ def _value_sites(kind, kafka_type, flexible, legacy, optional, buf, pos, depth, 
         # the record batch's own lengths: batchLength and the record count
         sites.append((pos + 8, "i32", depth + 1))
         sites.append((pos + 57, "i32", depth + 1))
-    del start
     return pos + size
 
 
@@ -891,6 +889,13 @@ class Report:
                 f"{h.get('api')}: {((h.get('traceback') or '').strip().splitlines() or [''])[-1][:160]}" for h in self.handler_failures
             ),
             "broker_errors_by_kind": _tally(str(e.get("error") or e.get("event"))[:160] for e in self.broker_errors),
+            # every hang: when (seconds into the run) and the first request left unanswered
+            "hang_timeline": [
+                [h.get("at_s"), f"{_api_name(h['first_unanswered']['api_key'])} v{h['first_unanswered']['version']}"
+                 if h.get("first_unanswered") else "a close"]
+                for h in self.hangs
+            ],
+            "handler_failure_timeline": [[h.get("seen_at_s"), h.get("api"), h.get("version")] for h in self.handler_failures],
             **extra,
             "corpus_files": self.corpus_files,
             "crash_details": capped(self.crashes),
@@ -1056,7 +1061,8 @@ class Fuzzer:
                 raw.append(line)
                 continue
             if entry.get("event") == "handler failed":
-                finding = {"api": entry.get("api"), "version": entry.get("version"), "traceback": entry.get("exception", "")}
+                finding = {"api": entry.get("api"), "version": entry.get("version"), "traceback": entry.get("exception", ""),
+                           "logged_at": entry.get("timestamp"), "seen_at_s": round(time.monotonic() - self.t0, 1)}
                 peer = str(entry.get("peer", ""))
                 port = int(peer.rsplit(":", 1)[1]) if ":" in peer and peer.rsplit(":", 1)[1].isdigit() else None
                 if port in ports:
@@ -1230,7 +1236,7 @@ class Fuzzer:
         if new_hangs:
             path = next_corpus_path(self.corpus_dir)
             hung = [[bytes.fromhex(f["hex"]) for f in h["stream"]] for h in new_hangs]
-            write_corpus(path, hung, {"kind": "hang", "hangs": new_hangs[:DETAIL_LIMIT]})
+            write_corpus(path, hung, {"kind": "hang", "hangs": new_hangs})
             self.report.corpus_files.append(str(path))
             self.log(f"{len(new_hangs)} hung connection(s); saved {path}")
 

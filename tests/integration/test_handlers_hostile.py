@@ -383,6 +383,84 @@ def test_produce_delete_loop_keeps_connections(shared_broker, raw):
         c.close()
 
 
+# ------------------------------------------------------------------ 4b. Metadata topics with a null name or an id
+#
+# Found by the network fuzzer: Metadata v10/v11 with a null topic name made the
+# handler answer a null name where the v10/v11 response has none, and the
+# answer could not be encoded. What Kafka 4.1 answers (run against both):
+# v10/v11 refuse a null name or a non-zero id with INVALID_REQUEST for the whole
+# request (no brokers, controller -1, every topic echoed, a null name as ""),
+# v12+ refuse a topic with neither name nor id as UNKNOWN_SERVER_ERROR the same
+# way, v12+ look a non-zero id up by id even when a name is given, and a
+# topic asked for twice is answered once.
+
+_RANDOM_ID = uuid.UUID("6c1f3a52-8a51-4f0e-9d8b-3f0c2f6f1a77")
+_METADATA_REFUSALS = [
+    (10, [(None, None)], ErrorCode.invalid_request),
+    (11, [(None, ZERO_ID)], ErrorCode.invalid_request),
+    (11, [("fz-meta", ZERO_ID), (None, ZERO_ID)], ErrorCode.invalid_request),
+    (10, [("fz-meta", _RANDOM_ID)], ErrorCode.invalid_request),
+    (12, [(None, ZERO_ID)], ErrorCode.unknown_server_error),
+    (13, [(None, ZERO_ID), ("fz-meta", ZERO_ID)], ErrorCode.unknown_server_error),
+]
+
+
+def _metadata(c: RawClient, version: int, topics):
+    body = {
+        "topics": [{"name": name, "topic_id": topic_id} for name, topic_id in topics],
+        "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    }
+    return c.request(3, version, body)
+
+
+@pytest.mark.parametrize(("version", "topics", "code"), _METADATA_REFUSALS, ids=[f"v{v}-{i}" for i, (v, _, _) in enumerate(_METADATA_REFUSALS)])
+def test_metadata_null_name_or_id_refuses_the_request_as_kafka(group_broker, version, topics, code):
+    c = RawClient(group_broker.bootstrap)
+    try:
+        r = _metadata(c, version, topics)
+        assert (r.brokers, r.cluster_id, r.controller_id) == ((), None, -1)
+        got = [(t.error_code, t.name, t.topic_id or ZERO_ID, t.partitions) for t in r.topics]
+        assert got == [(code, name if name is not None else "", topic_id or ZERO_ID, ()) for name, topic_id in topics]
+        if version >= 13:
+            assert r.error_code == code
+        assert _alive(c)
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("version", [12, 13])
+def test_metadata_v12_looks_a_topic_id_up_even_with_a_name_and_answers_each_topic_once(group_broker, version):
+    c = RawClient(group_broker.bootstrap)
+    try:
+        r = _metadata(c, version, [("fz-meta", _RANDOM_ID), (None, _RANDOM_ID)])
+        assert r.controller_id != -1 and len(r.brokers) == 1
+        # the same id twice is answered once
+        assert [(t.error_code, t.name, t.topic_id) for t in r.topics] == [(ErrorCode.unknown_topic_id, None, _RANDOM_ID)]
+        r = _metadata(c, version, [("fz-meta-dup", ZERO_ID), ("fz-meta-dup", ZERO_ID)])
+        assert [(t.error_code, t.name) for t in r.topics] == [(ErrorCode.unknown_topic_or_partition, "fz-meta-dup")]
+    finally:
+        c.close()
+
+
+def test_metadata_fuzzer_frames_are_answered(shared_broker):
+    """The fuzzer's frames, byte for byte (v11 and v10, one topic with a null name and the zero id)."""
+    for frame, version in [
+        ("000000250003000b00000aec000466757a7a0002000000000000000000000000000000000000010000", 11),
+        ("000000260003000a00000cc2000466757a7a000200000000000000000000000000000000000000000100", 10),
+    ]:
+        c = RawClient(shared_broker.bootstrap)
+        try:
+            c.sock.sendall(bytes.fromhex(frame))
+            c.corr = struct.unpack(">i", bytes.fromhex(frame)[8:12])[0]
+            r = c.read_response(3, version)
+            assert [(t.error_code, t.name) for t in r.topics] == [(ErrorCode.invalid_request, "")]
+            assert _alive(c)
+        finally:
+            c.close()
+
+
 # ------------------------------------------------------------------ 5. null arrays, every API and version
 #
 # For every API key and version served, a plausible request (every array with
@@ -641,3 +719,78 @@ def test_opting_out_of_handler_failure_checks(monkeypatch):
     finally:
         b.close()
     assert b.handler_failures == []
+
+
+# ------------------------------------------------------------------ 8. nulls and zero ids in scalar fields
+#
+# The same sweep for scalars: every nullable string/bytes field of a request set
+# to null, and every uuid set to the zero id, one field at a time and all at
+# once. The decoder lets these through, so each goes straight to its handler and
+# the answer must build and encode for the request's version (a None where the
+# response schema has a non-nullable field would fail to encode).
+
+
+def _scalar_paths(cls, prefix=()) -> list[tuple[tuple[str, ...], object]]:
+    """(path, value) for every nullable scalar (None) and uuid (the zero id), nested ones through first elements."""
+    out = []
+    for f in fields(cls):
+        if get_field_tag(f) is not None:
+            continue
+        kind = classify_field(f)
+        if isinstance(kind, (EntityTupleField, EntityField)):
+            out += _scalar_paths(kind.type_, (*prefix, f.name))
+        elif not kind.is_array:
+            if f.metadata.get("kafka_type") == "uuid":
+                out.append(((*prefix, f.name), ZERO_ID))
+            elif is_optional(f):
+                out.append(((*prefix, f.name), None))
+    return out
+
+
+def _set_path(body: dict, path: tuple[str, ...], value) -> dict:
+    node = body
+    for name in path[:-1]:
+        node = node[name]
+        if isinstance(node, list):
+            node = node[0]
+    node[path[-1]] = value
+    return body
+
+
+def test_null_and_zero_scalars_never_break_a_handler_or_its_answer(inproc):
+    from broker.handlers import RequestContext
+    from broker.logs import get_logger
+    from protocol.codec import response_class
+    from protocol.connection import Request
+
+    server = inproc.broker.server
+    log = get_logger("hostile-test")
+    problems = []
+    tried = 0
+    for api_key, (lo, hi) in sorted(supported_versions().items()):
+        topic = f"scalars-{api_key}"
+        inproc.create_topic(topic, 1)
+        topic_id = server.cluster.topics[topic].topic_id
+        for version in range(lo, hi + 1):
+            cls = request_class(api_key, version)
+            paths = _scalar_paths(cls)
+            variants = [[p] for p in paths] + ([paths] if len(paths) > 1 else [])
+            for n, variant in enumerate(variants):
+                env = _Env("no-such-topic" if api_key == 20 else topic, topic_id, f"s-{api_key}-{version}-{n}", _batch())
+                body = _sample(cls, env)
+                for path, value in variant:
+                    _set_path(body, path, value)
+                req = build(cls, body)
+                conn = SimpleNamespace(peer="127.0.0.1:1", draining=False, listener=None, log=log)
+                ctx = RequestContext(server, conn, log, request=Request(api_key, version, 1, "direct", req, 0))
+                label = f"{HANDLERS[api_key].NAME} v{version} {' + '.join('.'.join(p) for p, _ in variant)}"
+                tried += 1
+                try:
+                    answer = asyncio.run_coroutine_threadsafe(HANDLERS[api_key].handle(ctx, req), inproc.loop).result(20)
+                    if answer is not None:
+                        encode(build(response_class(api_key, version), answer))
+                except Exception as exc:  # noqa: BLE001 - every failure is reported with its case
+                    problems.append(f"{label}: {type(exc).__name__}: {exc}")
+    inproc.handler_failures.clear()  # the ones above were reported here, case by case
+    assert tried > 100
+    assert problems == []

@@ -1057,19 +1057,31 @@ def test_session_timer_due_after_a_stall_waits_for_the_heartbeat_queued_behind_i
     (a, b), gen = h.stable_group(2, session=10_000)
     h.advance(1_000)
     assert h.heartbeat(a, gen) == E.none and h.heartbeat(b, gen) == E.none  # both due at 11 s
-    h.lost += 10_500  # the loop stalls from 1 s to 11.5 s; a heartbeats meanwhile, b has died
-    h.advance(10_500)
+    h.lost += 9_500  # the loop stalls from 1.5 s to 11 s; a heartbeats meanwhile, b has died
+    h.advance(10_000)
     assert set(h.group().members) == {a, b} and h.state() == STABLE  # neither is fenced for the broker's delay
     assert h.heartbeat(a, gen) == E.none  # a's heartbeat, read once the timers have run
     h.advance(5_000)
     assert h.heartbeat(a, gen) == E.none
-    h.advance(4_999)  # b's timer, due at 11 s, was given the 10.5 s back: 21.5 s
+    h.advance(4_499)  # b's timer, due at 11 s, was given the 9.5 s back: 20.5 s
     assert b in h.group().members
     h.advance(1)
     assert b not in h.group().members and a in h.group().members
     assert h.state() == PREPARING_REBALANCE
     expired = [kw for event, kw in h.log.events if event == "member expired"]
     assert [(kw["member"], kw["timer_late_ms"]) for kw in expired] == [(b, 0)]
+
+
+def test_time_given_back_is_at_most_the_timers_own_delay(h):
+    lossy(h)
+    [a], gen = h.stable_group(1, session=10_000)  # due at 10 s
+    h.lost += 3_600_000  # the broker's machine slept for an hour
+    h.advance(10_000)
+    assert a in h.group().members
+    h.advance(9_999)  # given back 10 s, not an hour
+    assert a in h.group().members
+    h.advance(1)
+    assert h.state() == EMPTY
 
 
 def test_time_is_given_back_once_even_if_the_loop_keeps_stalling(h):

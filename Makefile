@@ -3,7 +3,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test spark-jars test-unit reference-kafka test-conformance test-clients compat bench bench-compare fuzz reliability reliability-quick lint clean
+.PHONY: install run test spark-jars test-unit reference-kafka test-conformance test-clients compat bench bench-compare fuzz soak reliability reliability-quick lint clean
 
 install: $(STAMP)
 
@@ -49,6 +49,13 @@ bench-compare: install
 # the protocol-layer fuzzer for longer than make test runs it (findings are saved to tests/fuzz/corpus/)
 fuzz: install
 	$(BIN)/python -m tests.fuzz.protocol --frames 1000000 --seconds 1800
+
+# ten minutes of consumer-group churn per broker and protocol, kafkalite beside the reference Kafka
+soak: install
+	$(BIN)/python -m bench.churn --check --broker kafkalite --protocol classic  --members 50 --seconds 600 --json build/soak/kafkalite-classic.json
+	$(BIN)/python -m bench.churn --check --broker kafkalite --protocol consumer --members 50 --seconds 600 --json build/soak/kafkalite-consumer.json
+	$(BIN)/python -m bench.churn --check --broker kafka     --protocol classic  --members 50 --seconds 600 --json build/soak/kafka-classic.json
+	$(BIN)/python -m bench.churn --check --broker kafka     --protocol consumer --members 50 --seconds 600 --json build/soak/kafka-consumer.json
 
 # docs/reliability.md: fuzzers, memory bounds, kill -9 and churn figures (about an hour; --quick for minutes)
 reliability: install

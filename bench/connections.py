@@ -42,7 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .procstat import rss_mb
+from .procstat import cpu_seconds, rss_mb
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -239,6 +239,7 @@ def scenario_nonreader(child: Child, args) -> dict:
     samples: list[float] = []
     probe_ms: list[float] = []
     t0 = time.monotonic()
+    cpu0 = cpu_seconds(child.pid)
     next_sample = t0
     stopped = "time"
     while time.monotonic() - t0 < args.seconds:
@@ -262,6 +263,7 @@ def scenario_nonreader(child: Child, args) -> dict:
             if samples[-1] > args.max_rss_mb:
                 stopped = "rss cap"
                 break
+    cpu = cpu_seconds(child.pid) - cpu0
     bad.close()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:  # the probe is answered once the broker has let go
@@ -273,6 +275,7 @@ def scenario_nonreader(child: Child, args) -> dict:
     after = child.settle(4)
     return {
         "seconds": round(time.monotonic() - t0, 1),
+        "broker_cpu_seconds": round(cpu, 2),
         "stopped_by": stopped,
         "request_bytes_sent": sent,
         "fetch_requests_sent": sent // len(fetch),

@@ -78,6 +78,30 @@ def _skip_optional_imports() -> None:
         sys.modules["hypothesis"] = None  # type: ignore[assignment]
 
 
+def raise_open_files_limit() -> tuple[int, int] | None:
+    """Raise the soft limit on open files to the hard one, as Kafka's docs advise a high
+    ``ulimit -n``: each partition keeps its active segment file open, and each client
+    its socket. Returns (old soft, new soft), or None where it cannot be read."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return None
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return None
+    target = hard
+    if sys.platform == "darwin" and (hard == resource.RLIM_INFINITY or hard > 10240):
+        target = 10240  # macOS refuses more than OPEN_MAX for the soft limit
+    if soft != resource.RLIM_INFINITY and (target == resource.RLIM_INFINITY or target > soft):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (OSError, ValueError):
+            return soft, soft
+        return soft, target
+    return soft, soft
+
+
 def main(argv: list[str] | None = None) -> int:
     _skip_optional_imports()
     words = sys.argv[1:] if argv is None else argv
@@ -94,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     from .server import run
 
     logs.configure(cfg.log_format, cfg.log_level)
+    limits = raise_open_files_limit()
+    if limits is not None:
+        logs.get_logger("cli").info("open files limit", soft_was=limits[0], soft=limits[1])
     try:
         import uvloop
 

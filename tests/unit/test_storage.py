@@ -784,3 +784,60 @@ def test_clean_shutdown_marker(tmp_path):
     plog = open_log(path, index_interval_bytes=200)
     assert plog.log_end_offset == 98
     assert plog.append([mk(1)]).base_offset == 98
+
+
+# --------------------------------------------------------------------------- closing idle logs
+def test_closing_a_never_written_log_syncs_nothing_and_reopens_empty(tmp_path, monkeypatch):
+    """Thousands of new, idle partitions must close quickly: nothing to make durable, no marker."""
+    import storage.log as log_mod
+    import storage.segment as seg_mod
+
+    mgr = LogManager(tmp_path, LogConfig(fsync="interval"))
+    logs = [mgr.create("idle", p) for p in range(20)]
+    fds = [next(iter(plog.iter_segments())).fh for plog in logs]
+    syncs = []
+    monkeypatch.setattr(log_mod, "_fsync_dir", lambda p: syncs.append(p))
+    monkeypatch.setattr(seg_mod, "_fdatasync", lambda fd: syncs.append(fd))
+    mgr.stop()
+    assert syncs == []
+    assert all(plog.closed for plog in logs) and all(fh.closed for fh in fds)
+    assert not any((tmp_path / f"idle-{p}" / "clean-shutdown").exists() for p in range(20))
+    monkeypatch.undo()
+    plog = open_log(tmp_path / "idle-3")
+    assert (plog.log_start_offset, plog.log_end_offset) == (0, 0)
+    plog.append([mk(3)])
+    plog.close()
+    assert (tmp_path / "idle-3" / "clean-shutdown").exists()  # written logs still close cleanly
+    plog = open_log(tmp_path / "idle-3")
+    assert [r.offset for r in read_all(plog)] == [0, 1, 2]
+    plog.close()
+
+
+def test_an_emptied_log_past_offset_zero_still_closes_cleanly(tmp_path):
+    path = tmp_path / "moved-0"
+    plog = open_log(path)
+    plog.append([mk(4)])
+    plog.delete_records_before(4)  # now one empty segment based at 4: its offsets must survive
+    plog.close()
+    assert (path / "clean-shutdown").exists()
+    plog = open_log(path)
+    assert (plog.log_start_offset, plog.log_end_offset) == (4, 4)
+    plog.close()
+
+
+def test_maintenance_syncs_a_new_log_directory_only_once_it_holds_data(tmp_path, monkeypatch):
+    import storage.log as log_mod
+
+    synced = []
+    monkeypatch.setattr(log_mod, "_fsync_dir", lambda p: synced.append(p))
+    mgr = LogManager(tmp_path, LogConfig(fsync="interval"))
+    plog = mgr.create("fresh", 0)
+    mgr.run_maintenance_once()
+    assert synced == []  # nothing kept yet: no fsync per new partition
+    plog.append([mk(1)])
+    mgr.run_maintenance_once()
+    assert synced == [plog.path]  # the segment file's entry is made durable with the first data
+    mgr.run_maintenance_once()
+    assert synced == [plog.path]
+    monkeypatch.undo()
+    mgr.stop()

@@ -203,8 +203,9 @@ def _setup_topic(port: int, topic: str, mib: int) -> None:
     create = {"topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1, "configs": []}], "timeout": 5000}
     round_trip(s, _request_bytes(19, 7, create))
     value = b"x" * 1000
+    now = int(time.time() * 1000)  # recent: retention (7 days) must not delete them
     for b in range(mib):
-        recs = [Record(offset=i, timestamp=1000 + i, key=None, value=value, headers=[]) for i in range(1000)]
+        recs = [Record(offset=i, timestamp=now + i, key=None, value=value, headers=[]) for i in range(1000)]
         batch = build_batch(recs)
         body = {"acks": -1, "timeout": 5000, "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
         round_trip(s, _request_bytes(0, 9, body, corr=b + 2))

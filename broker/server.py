@@ -430,7 +430,7 @@ class Broker:
 
 class KafkaConnection(asyncio.Protocol):
     __slots__ = (
-        "broker", "listener", "transport", "proto", "queue", "task", "waiter", "ctx", "paused", "closing", "draining",
+        "broker", "listener", "transport", "proto", "queue", "task", "waiter", "linger", "ctx", "paused", "closing", "draining",
         "held", "seen", "ip", "_peer", "_log",
     )  # fmt: skip
 
@@ -444,6 +444,7 @@ class KafkaConnection(asyncio.Protocol):
         self.queue: deque | None = None
         self.task: asyncio.Task | None = None
         self.waiter: asyncio.Future | None = None  # what the task waits on between requests
+        self.linger = False  # whether the task waits for more requests: not after the first burst
         self.ctx: RequestContext | None = None
         self.paused = 0  # why reading is paused: a mask of _QUEUE, _WRITE, _POOL, _STOP
         self.closing = False
@@ -553,6 +554,7 @@ class KafkaConnection(asyncio.Protocol):
             if self.ip is not None:
                 broker._forget_ip(self.ip)
         task = self.task
+        self.waiter = None
         if task is not None:
             self.task = None
             if not task.done():
@@ -622,8 +624,10 @@ class KafkaConnection(asyncio.Protocol):
         Between requests the task waits on a bare future (``waiter``) that
         ``data_received`` completes; once the connection has been quiet for
         ``_LINGER`` seconds the sweep completes it instead and the task ends,
-        so an idle connection has no task. It also ends while the client is
-        not reading its answers (``resume_writing`` starts another).
+        so an idle connection has no task. The first task of a connection
+        does not wait: many connections make a request or two and idle. A
+        task also ends while the client is not reading its answers
+        (``resume_writing`` starts another).
         """
         queue = self.queue
         broker = self.broker
@@ -659,6 +663,9 @@ class KafkaConnection(asyncio.Protocol):
                 if self.paused & _QUEUE:
                     self._resume(_QUEUE)
                 if self.draining or self.closing:
+                    return
+                if not self.linger:  # a connection's first requests (ApiVersions, say) may be its last
+                    self.linger = True
                     return
                 waiter = self.waiter = broker.loop.create_future()
                 await waiter
@@ -773,21 +780,7 @@ class KafkaConnection(asyncio.Protocol):
         return ServerConnection.encode_response(event.api_key, version, event.correlation_id, build(cls, body))
 
 
-def _raise_open_files_limit() -> None:
-    """Every connection is a file descriptor: take the hard limit, not the (often 1024) soft one."""
-    try:
-        import resource
-
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        want = 1 << 20 if hard == resource.RLIM_INFINITY else hard
-        if soft != resource.RLIM_INFINITY and soft < want:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-    except (ImportError, ValueError, OSError):
-        pass
-
-
 async def run(config: BrokerConfig) -> int:
-    _raise_open_files_limit()
     broker = Broker(config)
     t0 = time.monotonic()
     try:

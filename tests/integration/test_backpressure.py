@@ -11,9 +11,13 @@ with a deadline.
 
 from __future__ import annotations
 
+import array
 import asyncio
+import fcntl
 import socket
 import struct
+import termios
+import time
 
 import pytest
 from kio.schema.request_header.v1.header import RequestHeader as HeaderV1
@@ -131,6 +135,13 @@ async def server_side(broker: Broker, client: Client):
     return found[0]
 
 
+def unread(conn) -> int:
+    """Bytes the kernel holds for the broker on ``conn`` that the broker has not read."""
+    buf = array.array("i", [0])
+    fcntl.ioctl(conn.transport.get_extra_info("socket").fileno(), termios.FIONREAD, buf)
+    return buf[0]
+
+
 def fetch_body(topic: str, max_bytes: int, max_wait: int = 0) -> dict:
     return {
         "max_wait": max_wait,
@@ -145,8 +156,9 @@ def fetch_body(topic: str, max_bytes: int, max_wait: int = 0) -> dict:
 
 async def fill_topic(client: Client, topic: str, batches: int) -> None:
     value = b"v" * 1000
+    now = int(time.time() * 1000)  # recent: retention (7 days) must not delete them
     for b in range(batches):
-        recs = [Record(offset=i, timestamp=1000 + i, key=None, value=value, headers=[]) for i in range(200)]
+        recs = [Record(offset=i, timestamp=now + i, key=None, value=value, headers=[]) for i in range(200)]
         body = {"acks": -1, "timeout": 5000, "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": build_batch(recs)}]}]}
         resp = await client.request(0, 9, body)
         assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none, b
@@ -167,12 +179,13 @@ async def test_a_client_that_reads_nothing_holds_bounded_memory_and_others_are_s
         bad.writer.write(fetch * 2000)  # 2000 Fetches, 500 MB of answers: never read
         conn = await server_side(broker, bad)
         await until(lambda: conn.paused & _WRITE, what="the broker to stop on the unread answers")
+        await until(lambda: unread(conn) > 0, what="more requests to reach the broker's socket")
 
         for _ in range(30):  # the other client is served throughout, and the bound holds throughout
             await good.api_versions()
             unsent = conn.transport.get_write_buffer_size()
             assert unsent + conn.held <= 2 * limit, (unsent, conn.held)
-            assert conn.paused, "the broker reads from a client whose answers pile up"
+            assert conn.paused and unread(conn) > 0, "the broker reads from a client whose answers pile up"
             assert conn.proto._frames.buffered + sum(e.size + 4 for e in conn.queue or ()) <= conn.held
         queued = len(conn.queue or ())
         assert queued < 2000, "every request was read"
@@ -193,6 +206,7 @@ async def test_idle_and_trickling_connections_are_closed_but_a_long_poll_is_not(
         silent = await Client.open(broker.port)
         await silent.api_versions()
         assert await silent.closed_by_broker()
+        silent.close()
 
         trickler = await Client.open(broker.port)
         conn = await server_side(broker, trickler)
@@ -205,6 +219,7 @@ async def test_idle_and_trickling_connections_are_closed_but_a_long_poll_is_not(
             await asyncio.sleep(0.01)
         assert closed.done() and await closed, "a connection trickling bytes is never closed"
         assert conn not in broker.server.connections
+        trickler.close()
 
         # a request being handled keeps its connection, however long it takes
         poller = await Client.open(broker.port)
@@ -213,6 +228,7 @@ async def test_idle_and_trickling_connections_are_closed_but_a_long_poll_is_not(
         corr, body = await poller.response(1, 12)
         assert corr == poller.corr and body.error_code == ErrorCode.none
         assert await poller.closed_by_broker()  # and is idle, so closed, once answered
+        poller.close()
 
 
 # ---------------------------------------------------------------- connection counts
@@ -245,6 +261,7 @@ async def test_max_connections_per_ip_and_its_overrides():
         await first.api_versions()
         second = await Client.open(broker.port)
         assert await second.closed_by_broker()
+        second.close()
         await first.api_versions()
         first.close()
         await until(lambda: not broker.server.connections and not broker.server.per_ip, what="the address to be counted out")
@@ -259,7 +276,7 @@ async def test_max_connections_per_ip_and_its_overrides():
             await c.api_versions()
         extra = await Client.open(broker.port)
         assert await extra.closed_by_broker()
-        for c in clients:
+        for c in (*clients, extra):
             c.close()
 
 
@@ -285,6 +302,7 @@ async def test_queued_max_request_bytes_pauses_reading_and_resumes():
         waiting = await Client.open(broker.port)
         conn = await server_side(broker, waiting)
         waiting.writer.write(api_versions(corr=9))
+        await until(lambda: unread(conn) > 0, what="the request to reach the broker's socket")
         assert conn.paused & _POOL and conn.held == 0, "a new request is read past the limit"
 
         sender.writer.write(big[400 * KiB :])  # the frame in progress may finish

@@ -144,6 +144,8 @@ class Broker:
         self.faults = None
         self.metrics = None
         self.hooked = False
+        # called as hook(api_name, request, exception) when a handler raises (broker.testing fails tests on it)
+        self.on_handler_error = None
         if config.metrics_port is not None:
             from .metrics import Metrics
 
@@ -690,23 +692,27 @@ class KafkaConnection(asyncio.Protocol):
         if isinstance(event, UnsupportedVersion):
             return self._unsupported(event)
         assert isinstance(event, Request)
-        handler = HANDLERS[event.api_key]
         ctx.request = event
         try:
-            body = await handler.handle(ctx, event.body)
-        except Exception:  # a handler bug must not take the broker down
-            self.log.exception(
-                "handler failed", api=handler.NAME, version=event.api_version, client_id=event.client_id
-            )
-            self.close()
+            body = await HANDLERS[event.api_key].handle(ctx, event.body)
+            if body is None:  # e.g. Produce with acks=0
+                return None
+            return self._encode(event, body)
+        except Exception as exc:  # a handler bug must not take the broker down
+            self._handler_failed(event, exc)
             return None
-        if body is None:  # e.g. Produce with acks=0
-            return None
-        fast = FAST_ENCODERS.get((event.api_key, event.api_version))
-        if fast is not None:
-            return fast(event.api_version, event.correlation_id, body)
-        cls = response_class(event.api_key, event.api_version)
-        return ServerConnection.encode_response(event.api_key, event.api_version, event.correlation_id, build(cls, body))
+
+    def _handler_failed(self, event: Request, exc: Exception) -> None:
+        """A handler, or the encoding of its answer, raised: a broker bug. Log it, tell the
+        broker's ``on_handler_error`` hook (tests fail on it), close only this connection."""
+        handler = HANDLERS[event.api_key]
+        self.log.error(
+            "handler failed", api=handler.NAME, version=event.api_version, client_id=event.client_id, exc_info=exc
+        )
+        hook = self.broker.on_handler_error
+        if hook is not None:
+            hook(handler.NAME, event, exc)
+        self.close()
 
     def _encode(self, event: Request, body) -> bytes:
         fast = FAST_ENCODERS.get((event.api_key, event.api_version))
@@ -743,18 +749,20 @@ class KafkaConnection(asyncio.Protocol):
             delay = plan.delay
             body = plan.response
         if body is None:
-            handler = HANDLERS[event.api_key]
             try:
-                body = await handler.handle(self.ctx, event.body)
-            except Exception:  # a handler bug must not take the broker down
-                self.log.exception("handler failed", api=handler.NAME, version=event.api_version, client_id=event.client_id)
-                self.close()
+                body = await HANDLERS[event.api_key].handle(self.ctx, event.body)
+            except Exception as exc:  # a handler bug must not take the broker down
+                self._handler_failed(event, exc)
                 return None
         elif body is NO_RESPONSE:
             body = None
         if delay:
             await asyncio.sleep(delay)
-        out = None if body is None or self.closing else self._encode(event, body)
+        try:
+            out = None if body is None or self.closing else self._encode(event, body)
+        except Exception as exc:
+            self._handler_failed(event, exc)
+            return None
         if faults is not None:
             faults.recorded(self, event, body, plan)
         if metrics is not None:

@@ -38,13 +38,11 @@ that provokes such a bug on purpose.
 from __future__ import annotations
 
 import asyncio
-import functools
 import shutil
 import tempfile
 import threading
 import time
 import traceback
-import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -71,44 +69,12 @@ class HandlerFailed(AssertionError):
         )
 
 
-# server.Broker -> the failure list of the test broker that runs it
-_WATCHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_watch_lock = threading.Lock()
-_watching = False
-
-
-def _watch_handlers() -> None:
-    """Wrap every handler once so that an exception is noted for the test broker it ran on.
-
-    The exception still propagates: the server logs "handler failed" and closes
-    the connection exactly as it would without this.
-    """
-    global _watching
-    with _watch_lock:
-        if _watching:
-            return
-        from .handlers import HANDLERS
-
-        for mod in HANDLERS.values():
-            mod.handle = _noting_failures(mod.handle, mod.NAME)
-        _watching = True
-
-
-def _noting_failures(handle, name: str):
-    @functools.wraps(handle)
-    async def noting(ctx, req):
-        try:
-            return await handle(ctx, req)
-        except Exception:
-            failures = _WATCHED.get(ctx.broker)
-            if failures is not None:
-                request = repr(req)
-                if len(request) > 1000:  # records can be megabytes
-                    request = request[:1000] + "..."
-                failures.append(f"{name} v{ctx.version}: {request}\n{traceback.format_exc()}")
-            raise
-
-    return noting
+def _describe_failure(name: str, request, exc: Exception) -> str:
+    body = repr(request.body)
+    if len(body) > 1000:  # records can be megabytes
+        body = body[:1000] + "..."
+    trace = "".join(traceback.format_exception(exc))
+    return f"{name} v{request.api_version}: {body}\n{trace}"
 
 
 def _quiet_logs(level: str | None) -> None:
@@ -180,8 +146,8 @@ class Broker:
         t0 = time.perf_counter()
         server = ServerBroker(self.config, faults=self.faults)
         if self.fail_on_handler_errors:
-            _watch_handlers()
-            _WATCHED[server] = self.handler_failures
+            failures = self.handler_failures
+            server.on_handler_error = lambda name, request, exc: failures.append(_describe_failure(name, request, exc))
         await server.start()
         self.startup_ms = (time.perf_counter() - t0) * 1000
         self.server = server

@@ -710,6 +710,24 @@ def test_async_broker_reports_a_raising_handler_at_exit(monkeypatch):
         asyncio.run(run())
 
 
+def test_an_answer_that_cannot_be_encoded_is_a_handler_failure(monkeypatch):
+    """Encoding the answer is part of handling: a None in a non-nullable field closes the
+    connection (it does not leave it hanging) and fails the test like a raising handler."""
+
+    async def bad_answer(ctx, req):
+        return {"error_code": 0, "cluster_id": None, "brokers": []}  # cluster_id is not nullable
+
+    monkeypatch.setattr("broker.handlers.describe_cluster.handle", bad_answer)
+    b = BrokerThread().start()
+    try:
+        _describe_cluster_is_refused(b.bootstrap_servers)
+        with pytest.raises(HandlerFailed, match="DescribeCluster v0"):
+            b.check_handler_errors()
+    finally:
+        b.handler_failures.clear()
+        b.close()
+
+
 def test_opting_out_of_handler_failure_checks(monkeypatch):
     _planted_bug(monkeypatch)
     b = BrokerThread(fail_on_handler_errors=False).start()

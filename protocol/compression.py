@@ -173,13 +173,42 @@ def compress(codec: int, data) -> bytes:
     raise ValueError(f"unknown compression codec {codec}")
 
 
-def decompress(codec: int, data) -> bytes:
+def _decompress_bounded(codec: int, data, limit: int) -> bytes:
+    """Decompress into a buffer that grows by doubling up to ``limit``; never beyond it."""
+    module = {GZIP: cramjam.gzip, LZ4: cramjam.lz4, ZSTD: cramjam.zstd}[codec]
+    size = min(limit, max(64 * 1024, 8 * len(data)))
+    while True:
+        out = bytearray(size)
+        try:
+            n = module.decompress_into(data, out)
+        except Exception as exc:  # cramjam.DecompressionError: corrupt, or the buffer was too small
+            if "whole buffer" not in str(exc):
+                raise CorruptRecordError(f"{CODEC_NAMES[codec]} decompression failed: {exc}") from exc
+            if size >= limit:
+                raise CorruptRecordError(f"{CODEC_NAMES[codec]} batch decompresses to more than {limit} bytes") from exc
+            size = min(limit, size * 2)
+            continue
+        del out[n:]
+        return bytes(out)
+
+
+# what a client's batch may decompress to where the broker has to look inside it
+# (compacted topics' key check): a few kilobytes of zstd can claim gigabytes
+MAX_CLIENT_DECOMPRESSED_BYTES = 64 * 1024 * 1024
+
+
+def decompress(codec: int, data, limit: int | None = None) -> bytes:
     """Decompress ``data`` (bytes-like) compressed with Kafka codec id ``codec``.
 
+    With ``limit``, a payload that would decompress to more than ``limit`` bytes
+    raises CorruptRecordError without ever holding more than ``limit`` bytes
+    (client data: a decompression bomb). Without it (the broker's own logs), any size.
     Raises CorruptRecordError if the payload cannot be decoded, ValueError on unknown codec.
     """
     if codec == NONE:
         return bytes(data)
+    if limit is not None and codec in (GZIP, LZ4, ZSTD):
+        return _decompress_bounded(codec, data, limit)
     try:
         if codec == GZIP:
             return bytes(cramjam.gzip.decompress(data))

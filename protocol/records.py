@@ -35,7 +35,7 @@ from collections.abc import Iterator, Sequence
 
 from crc32c import crc32c as _crc32c
 
-from .compression import CorruptRecordError, compress, decompress
+from .compression import MAX_CLIENT_DECOMPRESSED_BYTES, CorruptRecordError, compress, decompress
 
 __all__ = [
     "HEADER_SIZE",
@@ -458,7 +458,7 @@ def keyless_records(batch) -> list[int]:
         raise CorruptRecordError(f"bad batchLength {hdr.length} for a {len(mv)}-byte buffer")
     codec = hdr.attributes & COMPRESSION_MASK
     try:
-        data = decompress(codec, mv[HEADER_SIZE:end]) if codec else mv[HEADER_SIZE:end]
+        data = decompress(codec, mv[HEADER_SIZE:end], MAX_CLIENT_DECOMPRESSED_BYTES) if codec else mv[HEADER_SIZE:end]
     except ValueError as exc:  # an unknown codec id
         raise CorruptRecordError(str(exc)) from exc
     n = len(data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import cramjam
 import pytest
 
 from protocol.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
@@ -35,3 +36,19 @@ def test_unknown_codec_is_corrupt():
     batch[22] |= 0x07  # attributes, low byte: codec 7 does not exist
     with pytest.raises(CorruptRecordError):
         keyless_records(bytes(batch))
+
+
+@pytest.mark.parametrize("codec", ["gzip", "lz4", "zstd"])
+def test_a_decompression_bomb_is_refused_without_inflating_it(codec):
+    """A compacted topic's key check decompresses client data: a batch claiming more
+    than MAX_CLIENT_DECOMPRESSED_BYTES is corrupt, and the check never holds more."""
+    from protocol import compression
+
+    payload = b"\0" * (compression.MAX_CLIENT_DECOMPRESSED_BYTES + 1)
+    bomb = bytes(getattr(cramjam, codec).compress(payload))
+    assert len(bomb) < len(payload) // 100
+    codec_id = {"gzip": compression.GZIP, "lz4": compression.LZ4, "zstd": compression.ZSTD}[codec]
+    with pytest.raises(CorruptRecordError, match="more than"):
+        compression.decompress(codec_id, bomb, compression.MAX_CLIENT_DECOMPRESSED_BYTES)
+    small = bytes(getattr(cramjam, codec).compress(b"x" * 300_000))  # grows past the first buffer
+    assert compression.decompress(codec_id, small, compression.MAX_CLIENT_DECOMPRESSED_BYTES) == b"x" * 300_000

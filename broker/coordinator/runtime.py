@@ -263,14 +263,21 @@ class ShardRuntime:
         except Exception as exc:  # noqa: BLE001 - any storage failure
             self._fail_batch(results, fut, exc)
             return
-        for result in results:
-            if result.replay:
-                if result.decoded is not None:
-                    for key, value in result.decoded:
-                        self.shard.commit_decoded(key, value)
-                else:
-                    for key, value in result.records:
-                        self.shard.commit_bytes(key, value)
+        try:
+            for result in results:
+                if result.replay:
+                    if result.decoded is not None:
+                        for key, value in result.decoded:
+                            self.shard.commit_decoded(key, value)
+                    else:
+                        for key, value in result.records:
+                            self.shard.commit_bytes(key, value)
+        except Exception as exc:  # noqa: BLE001 - a replay bug: the log is right, the memory is not
+            # the records are durable, so rebuilding the shard from its log is the cure; the
+            # waiting requests are answered (never left hanging) and their clients retry
+            self.log.exception("coordinator replay failed after a durable append")
+            self._fail_batch(results, fut, exc)
+            return
         for result in results:
             if result.on_commit is not None:
                 try:
@@ -282,7 +289,7 @@ class ShardRuntime:
 
     def _fail_batch(self, results: list[Result], fut, exc: Exception) -> None:
         error = ErrorCode.not_coordinator if isinstance(exc, OSError) else ErrorCode.unknown_server_error
-        self.log.error("coordinator append failed; reloading shard from its log", error=str(exc), translated=error.name)
+        self.log.error("coordinator batch failed; reloading shard from its log", error=str(exc), translated=error.name)
         for result in results:
             if result.on_failure is not None:
                 try:

@@ -1158,3 +1158,39 @@ def test_runtime_shards_see_the_loop_watch(loop):
     assert rt.shard.timers.lost_ms == watch.lost_ms
     rt.shard.reset()  # a failed append rebuilds the shard's timers: they keep the watch
     assert rt.shard.timers.lost_ms == watch.lost_ms
+
+
+def test_a_replay_failure_after_the_append_answers_the_waiting_request(loop):
+    """A bug in replaying durable records must not leave the request parked forever: the
+    write fails with a coordinator error and the shard is rebuilt from its log."""
+    from broker.coordinator.common import CoordinatorError
+    from broker.coordinator.runtime import ACTIVE, LOADING, ShardRuntime
+
+    appended = []
+    log = SimpleNamespace(config=SimpleNamespace(max_message_bytes=1_000_000), append=lambda batches, leader_epoch: appended.append(batches))
+    async def run():
+        rt = ShardRuntime(0, SimpleNamespace(index=0, log=log), GroupConfig(), fsync_always=False, log=StubLog())
+        rt.state = ACTIVE
+
+        async def no_reload():  # the stub log has nothing to load from
+            return None
+
+        rt.load = no_reload
+
+        def broken_commit(key, value):
+            raise RuntimeError("replay bug")
+
+        rt.shard.commit_decoded = broken_commit
+        key = OffsetCommitKey("g", "t", 0)
+        from protocol.group_records import OffsetCommitValue
+
+        value = OffsetCommitValue(offset=5, leader_epoch=-1, metadata="", commit_timestamp=0, expire_timestamp=-1)
+        result = Result(records=[(encode_key(key), encode_value(value))], response="ok", replay=True, decoded=[(key, value)])
+        with pytest.raises(CoordinatorError):
+            # the bound only keeps a regression from hanging the suite
+            await asyncio.wait_for(rt.write(lambda shard: result), 30)
+        return rt
+
+    rt = loop.run_until_complete(run())
+    assert appended, "the records were appended before the replay failed"
+    assert rt.state == LOADING  # rebuilt from the log, where the records are

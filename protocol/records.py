@@ -396,19 +396,25 @@ def iter_records(batch) -> Iterator[Record]:
     return _iter_decoded(hdr, data)
 
 
-def iter_key_values(batch) -> Iterator[tuple[bytes | None, bytes | None]]:
-    """(key, value) of every record in one batch, skipping everything else.
-
-    The lean path for replaying a compacted log (the coordinator's load): no
-    Record objects, and one-byte varints decoded inline.
-    """
+def _records_data(batch, limit: int | None = None) -> tuple[BatchHeader, bytes | memoryview]:
+    """A batch's header and its records section, decompressed (bounded by ``limit`` if given)."""
     mv = _as_view(batch)
     hdr = read_header(mv)
     end = hdr.size
     if hdr.length < MIN_BATCH_LENGTH or end > len(mv):
         raise CorruptRecordError(f"bad batchLength {hdr.length} for a {len(mv)}-byte buffer")
     codec = hdr.attributes & COMPRESSION_MASK
-    data = decompress(codec, mv[HEADER_SIZE:end]) if codec else mv[HEADER_SIZE:end].tobytes()
+    return hdr, (decompress(codec, mv[HEADER_SIZE:end], limit) if codec else mv[HEADER_SIZE:end])
+
+
+def iter_key_values(batch) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every record in one batch, skipping everything else.
+
+    The lean path for replaying a compacted log (the coordinator's load): no
+    Record objects, and one-byte varints decoded inline.
+    """
+    hdr, data = _records_data(batch)
+    data = bytes(data)  # keys and values are sliced out as bytes (dict keys during a load)
     varint = _varint
     pos = 0
     try:
@@ -451,14 +457,8 @@ def keyless_records(batch) -> list[int]:
     decoded, after decompression; nothing else is copied. Raises
     CorruptRecordError on malformed record data or an unknown codec.
     """
-    mv = _as_view(batch)
-    hdr = read_header(mv)
-    end = hdr.size
-    if hdr.length < MIN_BATCH_LENGTH or end > len(mv):
-        raise CorruptRecordError(f"bad batchLength {hdr.length} for a {len(mv)}-byte buffer")
-    codec = hdr.attributes & COMPRESSION_MASK
     try:
-        data = decompress(codec, mv[HEADER_SIZE:end], MAX_CLIENT_DECOMPRESSED_BYTES) if codec else mv[HEADER_SIZE:end]
+        hdr, data = _records_data(batch, limit=MAX_CLIENT_DECOMPRESSED_BYTES)
     except ValueError as exc:  # an unknown codec id
         raise CorruptRecordError(str(exc)) from exc
     n = len(data)

@@ -58,6 +58,7 @@ from protocol.fast import ENCODERS as FAST_ENCODERS
 
 from .cluster import Cluster
 from .config import INT_MAX, BrokerConfig, per_ip_overrides
+from . import diagnostics
 from .coordinator.service import GroupCoordinator
 from .faults import NO_RESPONSE
 from .handlers import HANDLERS, RequestContext, supported_versions
@@ -674,7 +675,15 @@ class KafkaConnection(asyncio.Protocol):
                 if not queue:  # woken by the sweep (or the broker stopping)
                     return
         except asyncio.CancelledError:
-            pass
+            if not self.closing and not asyncio.current_task().cancelling():
+                # a handler awaited a future someone else cancelled: a broker bug, and the
+                # client would wait forever for answers that never come
+                self.log.error("connection task ended by a cancellation it was not sent", exc_info=True)
+                event = self.ctx.request if self.ctx is not None else None
+                if event is not None:
+                    self._handler_failed(event, RuntimeError("the handler awaited a future that was cancelled"))
+                else:
+                    self.close()
         finally:
             if self.task is asyncio.current_task():
                 self.task = None
@@ -801,6 +810,7 @@ async def run(config: BrokerConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, diagnostics.dump, broker)
     sys.stdout.write(ready_lines(broker))
     sys.stdout.flush()
     log.info("ready", startup_ms=round((time.monotonic() - t0) * 1000, 1), pid=os.getpid())

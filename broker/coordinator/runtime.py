@@ -200,7 +200,9 @@ class ShardRuntime:
         if isinstance(response, asyncio.Future):
             return await response
         if waiter is not None:
-            await waiter
+            # the batch's future is shared by every request riding in it: shielded, so a
+            # client hanging up (its task cancelled) cannot cancel it for the others
+            await asyncio.shield(waiter)
         return response
 
     async def read(self, op: Callable[[GroupShard], object]):
@@ -212,7 +214,7 @@ class ShardRuntime:
         """Wait until everything written so far is durable (require_stable reads)."""
         self._check_active()
         if self._batch_future is not None:
-            await self._batch_future
+            await asyncio.shield(self._batch_future)
 
     def _check_active(self) -> None:
         if self.state == LOADING:

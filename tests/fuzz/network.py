@@ -77,6 +77,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import socket
 import struct
 import sys
@@ -84,6 +85,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -631,7 +633,8 @@ async def _read_frames(reader: asyncio.StreamReader, got: list[int], changed: as
 
 
 async def run_stream(
-    port: int, frames: list[bytes], plan: Plan, rng: random.Random, *, bound: float = HANG_BOUND, info: dict | None = None
+    port: int, frames: list[bytes], plan: Plan, rng: random.Random, *, bound: float = HANG_BOUND, info: dict | None = None,
+    on_hang: Callable[[int | None], None] | None = None,
 ) -> Outcome:
     """Send one stream on a new connection and judge what comes back (see the module docstring).
 
@@ -693,6 +696,8 @@ async def run_stream(
             remaining = progress_at + bound + allowance - loop.time()
             if remaining <= 0:
                 owed = f"{len(plan.answers)} answers" + (" and a close" if plan.close else "")
+                if on_hang is not None:
+                    on_hang(local_port)  # while the connection is still open: the broker's state shows it
                 return Outcome("hang", len(got), local_port, f"owed {owed}, got {len(got)} answers and no close", list(got))
             changed.clear()
             with contextlib.suppress(TimeoutError):
@@ -946,6 +951,7 @@ class Fuzzer:
         self.broker_cpu = 0.0  # CPU seconds of the fuzzed brokers (not of the replays)
         self.ports: dict[int, dict] = {}  # local port -> connection, since the last good check
         self.t0 = time.monotonic()
+        self.diagnosed = 0  # hangs for which the broker was asked for a diagnostics snapshot
 
     # -- broker ---------------------------------------------------------
     async def _launch(self, data_dir: Path | None = None, port: int | None = None) -> BrokerProcess:
@@ -1171,9 +1177,18 @@ class Fuzzer:
         await self._ensure_bystander()
 
     # -- the rolling run ------------------------------------------------------
+    def _diagnose_hang(self, local_port: int | None) -> None:
+        """Ask the broker for a diagnostics snapshot (SIGUSR1) while the hung connection is open: the first few only."""
+        if self.diagnosed >= 3 or self.broker.exited.is_set():
+            return
+        self.diagnosed += 1
+        self.log(f"hung connection from local port {local_port}: asking the broker for diagnostics (SIGUSR1)")
+        with contextlib.suppress(OSError):
+            os.kill(self.broker.proc.pid, signal.SIGUSR1)
+
     async def _one(self, frames: list[bytes], plan: Plan, rng: random.Random, conn: dict) -> None:
         broker = self.broker
-        outcome = await run_stream(broker.port, frames, plan, rng, info=conn)
+        outcome = await run_stream(broker.port, frames, plan, rng, info=conn, on_hang=self._diagnose_hang)
         conn["done"] = True
         if "port" in conn:
             self.ports[conn["port"]] = conn  # for the stderr scan: the broker logs the peer's port
@@ -1319,6 +1334,10 @@ class Fuzzer:
                 if reader is not None:
                     await asyncio.to_thread(reader.join, 10)
                 self._scan_stderr({})  # what the broker printed while stopping (asyncio's unretrieved task errors)
+            for snap in self.data_root.glob("**/diagnostics-*.txt"):  # kept: the data directory is not
+                with contextlib.suppress(OSError):
+                    shutil.copy(snap, Path(tempfile.gettempdir()) / snap.name)
+                    self.log(f"broker diagnostics kept in {Path(tempfile.gettempdir()) / snap.name}")
             shutil.rmtree(self.data_root, ignore_errors=True)
         seconds = time.monotonic() - t0
         return self.report.summary(seconds, {

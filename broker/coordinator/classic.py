@@ -90,7 +90,7 @@ class ClassicGroups:
 
     # ================================================================ events
     def _event(self, group: ClassicGroup, what: str, **fields) -> None:
-        self.shard.log.info(what, group=group.group_id, generation=group.generation, state=group.state, **fields)
+        self.shard.event(what, group.group_id, generation=group.generation, state=group.state, **fields)
 
     def _note(self, group: ClassicGroup, kind: str, member_id: str, reason: str | None) -> None:
         if group.rebalance is not None:
@@ -421,9 +421,9 @@ class ClassicGroups:
                 for tp in assigned_partitions(m.assignment) or ():
                     owned_after[tp] = mid
             moved = sorted(f"{t}-{p}" for (t, p) in set(owned_before) | set(owned_after) if owned_before.get((t, p)) != owned_after.get((t, p)))
-        self.shard.log.info(
+        self.shard.event(
             "rebalance completed",
-            group=group.group_id,
+            group.group_id,
             state=group.state,
             generation_before=info.get("generation_before"),
             generation_after=group.generation,
@@ -549,7 +549,7 @@ class ClassicGroups:
         def on_failure(err):
             if group.state == COMPLETING_REBALANCE and group.generation == gen:
                 self._reset_and_propagate_assignment_error(group, err)
-                self.shard.submit(Result(records=_only_records(self.prepare_rebalance(group, "Failed to persist the leader's assignment"))))
+                self.shard.submit(lambda shard: shard.classic.prepare_rebalance(group, "Failed to persist the leader's assignment"))
 
         return Result(records=[record], response=fut, on_commit=on_commit, on_failure=on_failure)
 
@@ -677,14 +677,3 @@ class ClassicGroups:
         if len(group.members) > self.config.group_max_size:
             return self.prepare_rebalance(group, "Freshly loaded group is over group.max.size")
         return []
-
-
-def _only_records(out) -> list:
-    """Flatten what the phase helpers return (records and nested Results) into records."""
-    records = []
-    for item in out or []:
-        if isinstance(item, Result):
-            records += item.records
-        else:
-            records.append(item)
-    return records

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.group_records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, encode_key, encode_value
+from protocol.group_records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 
 from .consumer_protocol import subscribed_topics
 
@@ -250,7 +250,7 @@ class ClassicGroup:
         return self.protocol_type == "consumer"
 
     # -- persistence ------------------------------------------------------
-    def record(self, assignments: dict[str, bytes] | None = None) -> tuple[bytes, bytes]:
+    def record(self, assignments: dict[str, bytes] | None = None) -> tuple[GroupMetadataKey, GroupMetadataValue]:
         members = [
             MemberMetadata(
                 member_id=m.member_id,
@@ -272,10 +272,10 @@ class ClassicGroup:
             current_state_timestamp=self.state_timestamp,
             members=members,
         )
-        return encode_key(GroupMetadataKey(self.group_id)), encode_value(value)
+        return GroupMetadataKey(self.group_id), value
 
-    def tombstone(self) -> tuple[bytes, None]:
-        return encode_key(GroupMetadataKey(self.group_id)), None
+    def tombstone(self) -> tuple[GroupMetadataKey, None]:
+        return GroupMetadataKey(self.group_id), None
 
     @classmethod
     def from_record(cls, group_id: str, value: GroupMetadataValue) -> ClassicGroup:

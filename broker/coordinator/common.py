@@ -36,32 +36,79 @@ class GroupConfig:
 
 @dataclass
 class Result:
-    """What a shard operation hands back to the runtime.
+    """What a shard operation hands back to the runtime: data, no side effects.
 
-    ``records`` are (key bytes, value bytes or None) for ``__consumer_offsets``.
-    ``replay`` says whether the runtime applies them to the shard's state as it
-    writes them (offset records); classic-group code mutates its groups itself
-    and writes records only to persist them, as Kafka does.
+    ``records`` are typed ``(key, value)`` pairs of ``protocol.group_records``
+    for ``__consumer_offsets`` (a ``None`` value is a tombstone), in the order
+    they must be written. ``GroupShard.run`` has already applied them to the
+    shard's state (see its docstring); the runtime encodes them once, appends
+    them, shows offsets to reads once they are durable, and only then releases
+    ``response`` and publishes ``events``.
     ``response`` is a value, or a future the group logic resolves later (a
-    parked JoinGroup or SyncGroup). A plain value is released only once every
-    record written so far by the shard is durable.
+    parked JoinGroup or SyncGroup).
     ``on_commit`` runs once the records are durable; ``on_failure(error)`` if the
-    append failed.
+    append failed (classic SyncGroup answers its members from these).
     """
 
-    records: list[tuple[bytes, bytes | None]] = field(default_factory=list)
+    records: list = field(default_factory=list)
     response: Any = None
-    replay: bool = False
+    events: list = field(default_factory=list)
     on_commit: Callable[[], None] | None = None
     on_failure: Callable[[ErrorCode], None] | None = None
-    # the same records, already decoded (key, value objects), to spare the runtime decoding them
-    decoded: list | None = None
+
+
+@dataclass(slots=True)
+class GroupEvent:
+    """One entry of the group event stream (``__kafkalite_group_events``, docs/group-events.md)."""
+
+    group: str
+    event: str
+    ts_ms: int
+    fields: dict
+
+    def as_json(self) -> dict:
+        # "ts" in seconds, as the stream has always carried it (pipeline/rebalances.py reads it)
+        return {"event": self.event, "ts": self.ts_ms / 1000.0, "group": self.group, **self.fields}
+
+
+def merge_results(out) -> Result:
+    """One Result from what an operation returned: a Result, None, or a list of
+    Results and bare records (timer callbacks and the classic phase helpers)."""
+    if isinstance(out, Result):
+        return out
+    result = Result()
+    commits: list = []
+    failures: list = []
+    for item in out or ():
+        if isinstance(item, Result):
+            result.records += item.records
+            result.events += item.events
+            if item.on_commit is not None:
+                commits.append(item.on_commit)
+            if item.on_failure is not None:
+                failures.append(item.on_failure)
+        else:
+            result.records.append(item)
+    if commits:
+        result.on_commit = commits[0] if len(commits) == 1 else (lambda: [fn() for fn in commits] and None)
+    if failures:
+        result.on_failure = failures[0] if len(failures) == 1 else (lambda err: [fn(err) for fn in failures] and None)
+    return result
 
 
 class CoordinatorError(Exception):
     def __init__(self, code: ErrorCode, message: str | None = None) -> None:
         super().__init__(message or code.name)
         self.code = code
+
+    @property
+    def message(self) -> str | None:
+        """The error message for the client, or None when there is nothing beyond the code."""
+        text = str(self)
+        return None if text == self.code.name else text
+
+
+TIMER = 3  # a journal entry of Timers (see GroupShard.run)
 
 
 class Timers:
@@ -88,8 +135,10 @@ class Timers:
         self.clock_ms = clock_ms
         self.lost_ms = lost_ms
         self._heap: list[tuple[int, int, str]] = []
-        # key -> (seq, callback, loop time lost when armed, delay, already given time back)
-        self._live: dict[str, tuple[int, Callable[[], Any], int, int, bool]] = {}
+        # key -> (seq, callback, loop time lost when armed, delay, already given time back, deadline)
+        self._live: dict[str, tuple[int, Callable[[], Any], int, int, bool, int]] = {}
+        # while a shard operation runs: (TIMER, key, the entry before) for every change, to undo a failed one
+        self.journal: list | None = None
         self._seq = itertools.count()
         self.on_change: Callable[[int], None] | None = None
         # while a timer's callback runs: how long after its deadline it fired
@@ -100,13 +149,27 @@ class Timers:
     def schedule(self, key: str, delay_ms: int, fn: Callable[[], Any]) -> None:
         deadline = self.clock_ms() + max(delay_ms, 0)
         seq = next(self._seq)
-        self._live[key] = (seq, fn, self.lost_ms() if self.lost_ms is not None else 0, max(delay_ms, 0), False)
+        if self.journal is not None:
+            self.journal.append((TIMER, key, self._live.get(key)))
+        self._live[key] = (seq, fn, self.lost_ms() if self.lost_ms is not None else 0, max(delay_ms, 0), False, deadline)
         heapq.heappush(self._heap, (deadline, seq, key))
         if self.on_change is not None and self._heap[0][1] == seq:
             self.on_change(deadline)
 
     def cancel(self, key: str) -> None:
-        self._live.pop(key, None)
+        entry = self._live.pop(key, None)
+        if entry is not None and self.journal is not None:
+            self.journal.append((TIMER, key, entry))
+
+    def restore(self, key: str, entry) -> None:
+        """Put back a timer as it was (undoing a failed operation)."""
+        if entry is None:
+            self._live.pop(key, None)
+            return
+        self._live[key] = entry
+        heapq.heappush(self._heap, (entry[5], entry[0], key))
+        if self.on_change is not None:
+            self.on_change(entry[5])
 
     def is_scheduled(self, key: str) -> bool:
         return key in self._live
@@ -129,11 +192,13 @@ class Timers:
             live = self._live.get(key)
             if live is None or live[0] != seq:
                 continue
-            _, fn, lost_at_arm, delay, given = live
+            _, fn, lost_at_arm, delay, given, _ = live
             lost = min(lost_now - lost_at_arm, delay)
+            if self.journal is not None:
+                self.journal.append((TIMER, key, live))
             if lost > 0 and not given:
                 seq2 = next(self._seq)
-                self._live[key] = (seq2, fn, lost_at_arm, delay, True)
+                self._live[key] = (seq2, fn, lost_at_arm, delay, True, now + lost)
                 heapq.heappush(heap, (now + lost, seq2, key))
                 self.extended.append((key, lost))
                 continue

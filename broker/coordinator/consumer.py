@@ -2,9 +2,11 @@
 
 Follows section 3 of shared/reference/group-coordinator.md (Kafka 4.1's
 GroupMetadataManager.consumerGroupHeartbeat and CurrentAssignmentBuilder).
-State changes only through records: ``_emit`` encodes a record for the log
-and replays it into the shard at once, so the next step of the same
-heartbeat already sees it, and a restart replays the same records.
+State changes only through records: ``_emit`` writes a record through
+``GroupShard.emit``, which replays it into the shard at once (journaled, so a
+heartbeat that fails part-way is rolled back and writes nothing), so the next
+step of the same heartbeat already sees it, and a restart replays the same
+records.
 """
 
 from __future__ import annotations
@@ -31,8 +33,6 @@ from protocol.group_records import (
     ConsumerGroupTargetAssignmentMetadataValue,
     GroupMetadataKey,
     TopicPartitions,
-    encode_key,
-    encode_value,
 )
 
 from .assignors import ASSIGNORS, GroupSpec, MemberSubscription, choose_assignor
@@ -94,7 +94,6 @@ class ConsumerGroups:
     def __init__(self, shard) -> None:
         self.shard = shard
         self.config = shard.config
-        self.records: list = []
 
     @property
     def timers(self):
@@ -109,12 +108,7 @@ class ConsumerGroups:
 
     # ================================================================ records
     def _emit(self, key, value) -> None:
-        self.records.append((encode_key(key), None if value is None else encode_value(value)))
-        self.shard.replay(key, value)
-
-    def _take_records(self) -> list:
-        out, self.records = self.records, []
-        return out
+        self.shard.emit(key, value)
 
     def write_target_epoch(self, group: ConsumerGroup, epoch: int) -> None:
         self._emit(ConsumerGroupTargetAssignmentMetadataKey(group.group_id), ConsumerGroupTargetAssignmentMetadataValue(epoch))
@@ -171,15 +165,10 @@ class ConsumerGroups:
 
     # ================================================================ heartbeat
     def heartbeat(self, p: HeartbeatParams) -> Result:
-        self.records = []
-        try:
-            if p.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                response = self._leave(p)
-            else:
-                response = self._heartbeat(p)
-        except CoordinatorError as exc:
-            response = {"error_code": exc.code, "error_message": str(exc) if str(exc) != exc.code.name else None, "member_id": None, "member_epoch": 0}
-        return Result(records=self._take_records(), response=response)
+        """A failure raises CoordinatorError: the shard rolls back whatever the heartbeat wrote."""
+        if p.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return Result(response=self._leave(p))
+        return Result(response=self._heartbeat(p))
 
     def _get_or_create_group(self, p: HeartbeatParams) -> ConsumerGroup:
         group = self.groups.get(p.group_id)
@@ -195,8 +184,8 @@ class ConsumerGroups:
             if p.member_epoch != 0:
                 raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {p.group_id} not found.")
             # offline conversion: the empty classic group goes, its offsets stay
-            self.records.append((encode_key(GroupMetadataKey(p.group_id)), None))
-            self.shard.log.info("group converted", group=p.group_id, to="consumer", mode="offline")
+            self.shard.emit(GroupMetadataKey(p.group_id), None, apply=False)
+            self.shard.event("group converted", p.group_id, to="consumer", mode="offline")
             group = ConsumerGroup(p.group_id, state_timestamp=self.now())
             self.groups[p.group_id] = group
             return group
@@ -263,9 +252,9 @@ class ConsumerGroups:
         if changed_subscription or regex_changed or metadata_hash != group.metadata_hash or not group.created:
             epoch = group.group_epoch + 1
             self._write_group_epoch(group, epoch, metadata_hash)
-            self.shard.log.info(
+            self.shard.event(
                 "consumer group epoch bumped",
-                group=group.group_id,
+                group.group_id,
                 epoch=epoch,
                 reason="member joined" if is_new else ("subscription changed" if changed_subscription else ("regex resolution changed" if regex_changed else "topic metadata changed")),
                 member=member.member_id,
@@ -375,7 +364,7 @@ class ConsumerGroups:
         self._write_target(group, new_id, target)
         # Kafka copies the member with epoch 0 and previous epoch 0, keeping its state
         self._write_current(group, new_id, 0, 0, state, assigned, pending)
-        self.shard.log.info("static member replaced", group=group.group_id, instance_id=old.instance_id, old_member=old.member_id, new_member=new_id)
+        self.shard.event("static member replaced", group.group_id, instance_id=old.instance_id, old_member=old.member_id, new_member=new_id)
         return member
 
     # ================================================================ leave
@@ -401,10 +390,10 @@ class ConsumerGroups:
             self.timers.cancel(_rebalance_key(group.group_id, member_id))
             # Kafka sets the epoch without updateMemberEpoch: the previous epoch is kept
             self._write_current(group, member_id, STATIC_LEAVE_EPOCH, member.previous_member_epoch, member.state, dict(member.assigned), {})
-            self.shard.log.info("static member left temporarily", group=group.group_id, member=member_id, instance_id=member.instance_id)
+            self.shard.event("static member left temporarily", group.group_id, member=member_id, instance_id=member.instance_id)
             return {"error_code": ErrorCode.none, "error_message": None, "member_id": member_id, "member_epoch": STATIC_LEAVE_EPOCH, "heartbeat_interval": 0, "assignment": None}
         if self.shard.migration.can_downgrade_without(group, member_id):
-            self.records += self.shard.migration.downgrade(group, member_id)  # instead of fencing, as Kafka does
+            self.shard.migration.downgrade(group, member_id)  # instead of fencing, as Kafka does
         else:
             self.fence(group, member, "left the group")
         return {"error_code": ErrorCode.none, "error_message": None, "member_id": member_id, "member_epoch": LEAVE_EPOCH, "heartbeat_interval": 0, "assignment": None}
@@ -416,8 +405,8 @@ class ConsumerGroups:
         self._remove_member_records(group, member.member_id)
         self._write_group_epoch(group, group.group_epoch + 1, self._metadata_hash(group))
         late = self.timers.firing_late_ms
-        self.shard.log.info(
-            "consumer group member removed", group=group.group_id, member=member.member_id, reason=reason, epoch=group.group_epoch, partitions_released=revoked,
+        self.shard.event(
+            "consumer group member removed", group.group_id, member=member.member_id, reason=reason, epoch=group.group_epoch, partitions_released=revoked,
             **({"timer_late_ms": late} if late else {}),
         )
 
@@ -436,10 +425,10 @@ class ConsumerGroups:
         if member is None or (epoch is not None and (member.member_epoch != epoch or member.state != UNREVOKED_PARTITIONS)):
             return []
         if self.shard.migration.can_downgrade_without(group, member_id):
-            return self.shard.migration.downgrade(group, member_id)  # instead of fencing, as Kafka does
-        self.records = []
+            self.shard.migration.downgrade(group, member_id)  # instead of fencing, as Kafka does
+            return []
         self.fence(group, member, reason)
-        return self._take_records()
+        return []
 
     # ================================================================ metadata, regexes
     def _refresh_regexes(self, group: ConsumerGroup) -> bool:
@@ -504,7 +493,7 @@ class ConsumerGroups:
                 self._write_target(group, mid, by_id)
                 changed += 1
         self._emit(ConsumerGroupTargetAssignmentMetadataKey(group.group_id), ConsumerGroupTargetAssignmentMetadataValue(group.group_epoch))
-        self.shard.log.info("target assignment computed", group=group.group_id, epoch=group.group_epoch, assignor=name, members=len(members), members_changed=changed, assignor_ms=round(cost_ms, 2))
+        self.shard.event("target assignment computed", group.group_id, epoch=group.group_epoch, assignor=name, members=len(members), members_changed=changed, assignor_ms=round(cost_ms, 2))
 
     # ================================================================ reconciliation
     def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None) -> None:
@@ -592,9 +581,9 @@ class ConsumerGroups:
         elif not reached and member.waiting_since_ms is None:
             member.waiting_since_ms = self.now()
         meta = self.shard.metadata
-        self.shard.log.info(
+        self.shard.event(
             "consumer member reconciled",
-            group=group.group_id,
+            group.group_id,
             member=member.member_id,
             member_epoch=member.member_epoch,
             group_epoch=group.group_epoch,

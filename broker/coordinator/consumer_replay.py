@@ -4,16 +4,22 @@ from __future__ import annotations
 
 from protocol.group_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
     ConsumerGroupPartitionMetadataKey,
     ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
 )
 
 from .classic_group import ClassicGroup
-from .consumer import from_topic_partitions
+from .consumer import from_topic_partitions, to_topic_partitions
 from .consumer_group import ConsumerGroup
 
 CONSUMER_KEYS = (
@@ -100,3 +106,42 @@ def replay_consumer(groups: dict, key, value) -> None:
     elif isinstance(key, ConsumerGroupRegularExpressionKey):
         group.regexes[key.regular_expression] = (frozenset(value.topics), value.version, value.timestamp)
         group.subscription_version += 1
+
+
+def consumer_value(groups: dict, key):
+    """The value of ``key`` that replaying would turn into the state as it stands now:
+    replay's inverse, which undoes a record of a failed operation."""
+    group = groups.get(key.group_id)
+    if not isinstance(group, ConsumerGroup):
+        return None
+    if isinstance(key, ConsumerGroupMetadataKey):
+        return ConsumerGroupMetadataValue(epoch=group.group_epoch, metadata_hash=group.metadata_hash) if group.created else None
+    if isinstance(key, ConsumerGroupMemberMetadataKey):
+        m = group.members.get(key.member_id)
+        if m is None or not m.has_metadata:
+            return None
+        return ConsumerGroupMemberMetadataValue(
+            instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
+            subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
+            rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor, classic_member_metadata=m.classic,
+        )
+    if isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
+        return ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=group.assignment_epoch)
+    if isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
+        target = group.target.get(key.member_id)
+        return None if target is None else ConsumerGroupTargetAssignmentMemberValue(topic_partitions=to_topic_partitions(target))
+    if isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
+        m = group.members.get(key.member_id)
+        if m is None:
+            return None
+        return ConsumerGroupCurrentMemberAssignmentValue(
+            member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch, state=m.state,
+            assigned_partitions=to_topic_partitions(m.assigned), partitions_pending_revocation=to_topic_partitions(m.pending_revocation),
+        )
+    if isinstance(key, ConsumerGroupRegularExpressionKey):
+        entry = group.regexes.get(key.regular_expression)
+        if entry is None:
+            return None
+        topics, version, timestamp = entry
+        return ConsumerGroupRegularExpressionValue(topics=sorted(topics), version=version, timestamp=timestamp)
+    return None

@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 
 from protocol.errors import ErrorCode
-from protocol.group_records import ClassicMemberMetadata, ClassicProtocol, GroupMetadataKey, encode_key
+from protocol.group_records import ClassicMemberMetadata, ClassicProtocol, GroupMetadataKey
 
 from .classic_group import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE, ClassicGroup, Member
 from .common import CoordinatorError, Result
@@ -59,7 +59,6 @@ class Migration:
     def classic_join(self, group: ConsumerGroup, p, fut) -> Result:
         """A classic JoinGroup for a consumer group (interop)."""
         consumer = self.consumer
-        consumer.records = []
         first = p.protocols[0][0] if p.protocols else None
         if p.protocol_type != "consumer" or not p.protocols:
             fut.set_result(_join_answer(ErrorCode.inconsistent_group_protocol, p.member_id))
@@ -102,14 +101,14 @@ class Migration:
             member = consumer.join_classic_member(group, params, classic_meta, p.session_timeout_ms)
         except CoordinatorError as exc:
             fut.set_result(_join_answer(exc.code, p.member_id))
-            return Result(records=consumer._take_records(), response=fut)
+            return Result(response=fut)
         answer = _join_answer(ErrorCode.none, member.member_id, member.member_epoch, first)
 
         def on_commit():
             if not fut.done():
                 fut.set_result(answer)
 
-        return Result(records=consumer._take_records(), response=fut, on_commit=on_commit, on_failure=lambda err: fut.done() or fut.set_result(_join_answer(err, p.member_id)))
+        return Result(response=fut, on_commit=on_commit, on_failure=lambda err: fut.done() or fut.set_result(_join_answer(err, p.member_id)))
 
     def _validate_classic(self, group: ConsumerGroup, member_id: str, instance_id: str | None, generation: int) -> ConsumerMember:
         member = group.members.get(member_id)
@@ -168,7 +167,6 @@ class Migration:
 
     def classic_leave(self, group: ConsumerGroup, members: list) -> tuple[ErrorCode, list[dict], list]:
         consumer = self.consumer
-        consumer.records = []
         results = []
         for member_id, instance_id, reason in members:
             entry = {"member_id": member_id, "group_instance_id": instance_id}
@@ -188,18 +186,16 @@ class Migration:
                 continue
             consumer.fence(group, member, f"left the group; client reason: {reason or 'not provided'}")
             results.append({**entry, "error_code": ErrorCode.none})
-        records = consumer._take_records()
-        records += self.maybe_downgrade(group)
-        return ErrorCode.none, results, records
+        self.maybe_downgrade(group)
+        return ErrorCode.none, results, []
 
     def drop_empty(self, group: ConsumerGroup) -> list:
         """Offline conversion: an empty consumer group goes before a classic JoinGroup."""
         consumer = self.consumer
-        consumer.records = []
         consumer.delete_group_records(group)
         self.shard.groups.pop(group.group_id, None)
-        self.shard.log.info("group converted", group=group.group_id, to="classic", mode="offline")
-        return consumer._take_records()
+        self.shard.event("group converted", group.group_id, to="classic", mode="offline")
+        return []
 
     # ================================================================ upgrade
     def upgrade(self, classic: ClassicGroup, p: HeartbeatParams) -> ConsumerGroup:
@@ -240,7 +236,7 @@ class Migration:
         for key in (f"join:{gid}", f"sync:{gid}"):
             self.shard.timers.cancel(key)
         generation = classic.generation
-        consumer.records.append((encode_key(GroupMetadataKey(gid)), None))
+        self.shard.emit(GroupMetadataKey(gid), None, apply=False)
         group = ConsumerGroup(gid, state_timestamp=self.shard.now_ms())
         self.shard.groups[gid] = group
         members = []
@@ -274,7 +270,7 @@ class Migration:
             consumer.write_current(group, cm.member_id, generation, -1, 0, assigned, {})
             consumer.schedule_session(group, cm, cm.classic.session_timeout_ms)
         group.metadata_hash = consumer.metadata_hash(group)
-        self.shard.log.info("group converted", group=gid, to="consumer", mode="online", members=len(members), epoch=generation)
+        self.shard.event("group converted", gid, to="consumer", mode="online", members=len(members), epoch=generation)
         return group
 
     # ================================================================ downgrade
@@ -296,7 +292,6 @@ class Migration:
         generation = the group epoch, each remaining member's assignment = its target assignment,
         consumer-group tombstones then the classic group record, then a classic rebalance."""
         consumer = self.consumer
-        consumer.records = []
         meta = self.shard.metadata
         gid = group.group_id
         if leaving_id is not None and leaving_id in group.members:
@@ -326,12 +321,12 @@ class Migration:
         classic.subscribed = classic.subscribed_topics()
         consumer.delete_group_records(group)
         self.shard.groups[gid] = classic
-        records = consumer._take_records()
-        records.append(classic.record())
-        self.shard.log.info("group converted", group=gid, to="classic", mode="online", members=len(classic.members), generation=classic.generation)
+        self.shard.emit(*classic.record(), apply=False)
+        self.shard.event("group converted", gid, to="classic", mode="online", members=len(classic.members), generation=classic.generation)
         for m in classic.members.values():
             self.shard.classic._schedule_heartbeat(classic, m)
-        return records + self.shard.classic.prepare_rebalance(classic, "Group converted back to classic: the last consumer-protocol member left")
+        self.shard.write(self.shard.classic.prepare_rebalance(classic, "Group converted back to classic: the last consumer-protocol member left"))
+        return []
 
 
 __all__ = ["Migration", "uuid"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
-from protocol.group_records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+from protocol.group_records import OffsetCommitKey, OffsetCommitValue
 
 from .classic_group import COMPLETING_REBALANCE, DEAD, EMPTY, STABLE, ClassicGroup
 
@@ -69,9 +69,8 @@ class OffsetStore:
         return sum(len(v) for v in self.latest.values())
 
 
-def offset_record(group_id: str, topic: str, partition: int, value: OffsetCommitValue | None) -> tuple[bytes, bytes | None]:
-    key = encode_key(OffsetCommitKey(group_id, topic, partition))
-    return key, (None if value is None else encode_value(value))
+def offset_record(group_id: str, topic: str, partition: int, value: OffsetCommitValue | None) -> tuple[OffsetCommitKey, OffsetCommitValue | None]:
+    return OffsetCommitKey(group_id, topic, partition), value
 
 
 def validate_commit(classic, group: ClassicGroup | None, *, version: int, generation: int, member_id: str, instance_id: str | None) -> ErrorCode | None:

@@ -1,13 +1,15 @@
 """The coordinator runtime: shards on ``__consumer_offsets``, write-then-respond.
 
 Each partition of ``__consumer_offsets`` is one shard with a single writer
-(the event loop). A write operation runs against the shard's latest state and
-returns a ``Result``; the runtime replays its records if asked, adds them to
-the shard's pending batch (flushed after ``append_linger_ms``, so a commit
-storm costs one append per batch), and releases the response only when the
-batch is durable under the broker's fsync policy. A failed append reloads the
-shard from its log, which is the last durable state, and fails the waiting
-requests with Kafka's translated error. Timers fire on the same loop.
+(the event loop). Every write operation, timers included, runs atomically
+through ``GroupShard.run`` against the shard's latest state and returns one
+``Result`` of typed records, a response and group events. The runtime adds it
+to the shard's pending batch (flushed after ``append_linger_ms``, so a commit
+storm costs one append per batch), encodes the records once, appends them, and
+only when the batch is durable under the broker's fsync policy shows offsets
+to reads, publishes the events and releases the responses. A failed append
+reloads the shard from its log, which is the last durable state, and fails
+the waiting requests with Kafka's translated error.
 
 A single event loop handles the requests and fires the timers, so when it
 cannot run for a while (the process starved of CPU, stopped, or stuck in a
@@ -26,6 +28,7 @@ import time
 from collections.abc import Callable
 
 from protocol.errors import ErrorCode
+from protocol.group_records import encode_key, encode_value
 from protocol.records import Record, build_batch, iter_key_values, split_batches
 
 from .common import CoordinatorError, GroupConfig, Result
@@ -109,8 +112,9 @@ def _chunks(records: list, limit: int):
 
 class ShardRuntime:
     def __init__(self, index: int, partition, config: GroupConfig, *, fsync_always: bool, log, clock_ms: Callable[[], int] = _now_ms, metadata=None,
-                 watch: LoopWatch | None = None) -> None:
+                 watch: LoopWatch | None = None, publisher=None) -> None:
         self.metadata = metadata
+        self.publisher = publisher  # events.EventPublisher: the group event stream, or None
         self.watch = watch
         self.index = index
         self.partition = partition  # broker.cluster.Partition of __consumer_offsets
@@ -122,7 +126,7 @@ class ShardRuntime:
         self.state = LOADING
         self.shard = self._new_shard()
         self._pending: list[Result] = []
-        self._pending_records: list[tuple[bytes, bytes | None]] = []
+        self._pending_records: list = []  # typed (key, value) records of the pending results
         self._batch_future: asyncio.Future | None = None
         self._flush_handle: asyncio.TimerHandle | None = None
         self._timer_handle: asyncio.TimerHandle | None = None
@@ -185,19 +189,24 @@ class ShardRuntime:
             )
 
     def _activate(self) -> None:
-        out = self.shard.on_loaded()
         self.state = ACTIVE
-        self._submit_records(out)
+        self._enqueue(self.shard.run(lambda shard: shard.on_loaded()))
         self._arm_timer(self.shard.timers.next_deadline())
 
     # ================================================================ operations
     async def write(self, op: Callable[[GroupShard], Result]):
-        """Run a write operation; answer once its records (and earlier ones) are durable."""
+        """Run a write operation; answer once its records (and earlier ones) are durable.
+
+        The operation runs at once, atomically (``GroupShard.run``): a coordinator
+        error it raises reaches the caller with nothing written. A failed append
+        raises the error of ``errors.for_exception`` for every request in the batch.
+        """
         self._check_active()
-        result = op(self.shard)
-        waiter = self.submit(result)
+        result = self.shard.run(op)
+        waiter = self._enqueue(result)
         response = result.response
         if isinstance(response, asyncio.Future):
+            # the member's own future: answered by the group logic, after its records are durable
             return await response
         if waiter is not None:
             # the batch's future is shared by every request riding in it: shielded, so a
@@ -222,70 +231,74 @@ class ShardRuntime:
         if self.state != ACTIVE:
             raise CoordinatorError(ErrorCode.not_coordinator)
 
-    def submit(self, result: Result) -> asyncio.Future | None:
-        """Queue a result's records; returns the future of the batch they (or earlier writes) ride in."""
-        if result.records:
-            if result.replay:
-                if result.decoded is not None:
-                    replay = self.shard.replay
-                    for key, value in result.decoded:
-                        replay(key, value)
-                else:
-                    for key, value in result.records:
-                        self.shard.replay_bytes(key, value)
+    def submit(self, op: Callable[[GroupShard], object]) -> None:
+        """Run a follow-up operation the shard asked for (outside any request)."""
+        if self.state != ACTIVE:
+            return
+        try:
+            self._enqueue(self.shard.run(op))
+        except CoordinatorError as exc:
+            self.log.warning("follow-up coordinator operation refused", error=exc.code.name)
+
+    def _enqueue(self, result: Result) -> asyncio.Future | None:
+        """Queue a result for the next append; returns the future of the batch it (or earlier writes) ride in."""
+        if result.records or result.events or result.on_commit is not None:
             self._pending.append(result)
-            self._pending_records.extend(result.records)
+            if result.records:
+                self._pending_records.extend(result.records)
             if self._batch_future is None:
                 self._batch_future = self.loop.create_future()
             if self._flush_handle is None:
                 self._flush_handle = self.loop.call_later(self.config.append_linger_ms / 1000, self._flush)
         return self._batch_future
 
-    def _submit_records(self, records: list) -> None:
-        if records:
-            self.submit(Result(records=records))
-
     def _flush(self) -> None:
+        """Encode the pending records once, append them in one write, then (and only then)
+        show them to reads, run the commit callbacks, publish the events and release the answers."""
         self._flush_handle = None
         results, records, fut = self._pending, self._pending_records, self._batch_future
         self._pending, self._pending_records, self._batch_future = [], [], None
-        if not records:
-            if fut is not None and not fut.done():
-                fut.set_result(None)
-            return
-        now = self.clock_ms()
-        try:
-            batches = []
-            for chunk in _chunks(records, self.partition.log.config.max_message_bytes // 2):
-                batches += split_batches(build_batch([Record(offset=i, timestamp=now, key=k, value=v) for i, (k, v) in enumerate(chunk)]))
-            # one write for all of them, so the whole lot is durable (or not) together
-            self.partition.log.append(batches, leader_epoch=0)
-            if self.fsync_always:
-                self.partition.log.flush()
-        except Exception as exc:  # noqa: BLE001 - any storage failure
-            self._fail_batch(results, fut, exc)
-            return
-        try:
-            for result in results:
-                if result.replay:
-                    if result.decoded is not None:
-                        for key, value in result.decoded:
-                            self.shard.commit_decoded(key, value)
-                    else:
-                        for key, value in result.records:
-                            self.shard.commit_bytes(key, value)
-        except Exception as exc:  # noqa: BLE001 - a replay bug: the log is right, the memory is not
-            # the records are durable, so rebuilding the shard from its log is the cure; the
-            # waiting requests are answered (never left hanging) and their clients retry
-            self.log.exception("coordinator replay failed after a durable append")
-            self._fail_batch(results, fut, exc)
-            return
+        if records:
+            now = self.clock_ms()
+            try:
+                encoded = [(encode_key(k), None if v is None else encode_value(v)) for k, v in records]
+                batches = []
+                for chunk in _chunks(encoded, self.partition.log.config.max_message_bytes // 2):
+                    batches += split_batches(build_batch([Record(offset=i, timestamp=now, key=k, value=v) for i, (k, v) in enumerate(chunk)]), verify_crc=False)  # CRC just computed
+                # one write for all of them, so the whole lot is durable (or not) together; it wakes the fetches parked on the partition
+                self.partition.append(batches, "coordinator")  # AppendOrigin.COORDINATOR: trusted, not re-validated
+                if self.fsync_always:
+                    self.partition.log.flush()
+            except Exception as exc:  # noqa: BLE001 - any storage failure
+                self._fail_batch(results, fut, exc)
+                return
+            try:
+                commit = self.shard.commit_record
+                for key, value in records:
+                    commit(key, value)
+            except Exception as exc:  # noqa: BLE001 - a bug: the log is right, the memory is not
+                # the records are durable, so rebuilding the shard from its log is the cure; the
+                # waiting requests are answered (never left hanging) and their clients retry
+                self.log.exception("coordinator replay failed after a durable append")
+                self._fail_batch(results, fut, exc)
+                return
+        events = []
         for result in results:
             if result.on_commit is not None:
                 try:
                     result.on_commit()
                 except Exception:  # noqa: BLE001 - a callback bug must not stall the shard
                     self.log.exception("commit callback failed")
+            if result.events:
+                events += result.events
+        if self.shard.settled_events:
+            events += self.shard.settled_events
+            self.shard.settled_events = []
+        if events and self.publisher is not None:
+            try:
+                self.publisher.publish(events)
+            except Exception:  # noqa: BLE001 - the event stream must never break the coordinator
+                self.log.exception("could not publish group events", events=len(events))
         if fut is not None and not fut.done():
             fut.set_result(None)
 
@@ -323,14 +336,12 @@ class ShardRuntime:
         if self.state != ACTIVE:
             return
         try:
-            records = self.shard.fire_timers()
-        except Exception:  # noqa: BLE001
+            self._enqueue(self.shard.run(lambda shard: shard.fire_timers()))
+        except Exception:  # noqa: BLE001 - rolled back; the next deadline is armed below
             self.log.exception("timer failed")
-            records = []
         extended = self.shard.timers.extended
         if extended and max(ms for _, ms in extended) >= 1000:
             self.log.info("timers given back the time the event loop lost", timers=len(extended), lost_ms=max(ms for _, ms in extended))
-        self._submit_records(records)
         self._arm_timer(self.shard.timers.next_deadline())
 
     def close(self) -> None:

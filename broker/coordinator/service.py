@@ -1,4 +1,11 @@
-"""The group coordinator as the broker sees it: routing group ids to shards.
+"""The group coordinator as the broker's handlers see it (Kafka's GroupCoordinatorService).
+
+Handlers call one method per API (``join_group``, ``offset_commit`` ...) and
+get the answer's data back, or a ``CoordinatorError`` whose code is already
+the one the client must see (``errors.for_exception``, the one mapping).
+Behind it: routing a group id to its shard, choosing between classic and
+KIP-848 logic, and the shard runtime that makes every answer wait for its
+records to be durable. No handler touches a shard or the runtime.
 
 ``__consumer_offsets`` is created on first start with
 ``offsets.topic.num.partitions`` partitions (then fixed: the existing count is
@@ -15,12 +22,66 @@ import time
 from protocol.errors import ErrorCode
 
 from ..logs import get_logger
-from .common import CoordinatorError, GroupConfig
-from .events import EventLog, EventPublisher
+from .classic import JoinParams
+from .common import CoordinatorError, GroupConfig, Result
+from .consumer import HeartbeatParams
+from .consumer_group import ConsumerGroup
+from .errors import for_exception
+from .events import EventPublisher
+from .offsets import CommitPartition
 from .placement import partition_for
-from .runtime import LoopWatch, ShardRuntime
+from .runtime import ACTIVE, LOADING, LoopWatch, ShardRuntime
 
 OFFSETS_TOPIC = "__consumer_offsets"
+
+
+# ==================================================================== operations
+# What each classic request does to a shard, whichever protocol the group speaks
+# (a classic member may be inside a KIP-848 group): pure functions of the shard,
+# run by the runtime (and by the deterministic shard tests).
+def join_op(params: JoinParams):
+    def op(shard):
+        group = shard.groups.get(params.group_id)
+        if isinstance(group, ConsumerGroup):
+            if group.members:  # a classic member joining a consumer group
+                return shard.migration.classic_join(group, params, shard.new_future())
+            shard.migration.drop_empty(group)
+        return shard.classic.join(params)
+
+    return op
+
+
+def sync_op(group_id: str, generation: int, member_id: str, instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
+            assignments: dict[str, bytes]):
+    def op(shard):
+        group = shard.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return Result(response=shard.migration.classic_sync(group, member_id, instance_id, generation, protocol_type, protocol_name))
+        return shard.classic.sync(group_id, generation, member_id, instance_id, protocol_type, protocol_name, assignments)
+
+    return op
+
+
+def heartbeat_op(group_id: str, generation: int, member_id: str, instance_id: str | None):
+    def op(shard):
+        group = shard.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return Result(response=shard.migration.classic_heartbeat(group, member_id, instance_id, generation))
+        return Result(response=shard.classic.heartbeat(group_id, generation, member_id, instance_id))
+
+    return op
+
+
+def leave_op(group_id: str, members: list[tuple[str, str | None, str | None]]):
+    def op(shard):
+        group = shard.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            top, results, records = shard.migration.classic_leave(group, members)
+        else:
+            top, results, records = shard.classic.leave(group_id, members)
+        return Result(records=records, response=(top, results))
+
+    return op
 
 log = get_logger("coordinator")
 
@@ -48,11 +109,13 @@ class GroupCoordinator:
                 {"cleanup.policy": "compact", "segment.bytes": str(self.config.offsets_topic_segment_bytes)},
             )
         publisher = EventPublisher(self.cluster)
-        events_log = EventLog(log, publisher)
         self.watch = LoopWatch(asyncio.get_running_loop())
         self.watch.start()
         self.shards = [
-            ShardRuntime(p.index, p, self.config, fsync_always=self.fsync_always, log=events_log, metadata=self.cluster.metadata, watch=self.watch)
+            ShardRuntime(
+                p.index, p, self.config, fsync_always=self.fsync_always, log=log, metadata=self.cluster.metadata, watch=self.watch,
+                publisher=publisher,
+            )
             for p in topic.partitions
         ]
         self._load_task = asyncio.get_running_loop().create_task(self._load_all())
@@ -85,3 +148,102 @@ class GroupCoordinator:
         for shard in self.shards:
             shard.close()
             shard.shard.reset()  # resolves parked requests: their handlers answer NOT_COORDINATOR
+
+    # ================================================================ the API
+    async def _write(self, group_id: str, op):
+        try:
+            value = await self.shard_for(group_id).write(op)
+        except (CoordinatorError, OSError) as exc:
+            code, message = for_exception(exc)
+            raise CoordinatorError(code, message) from None
+        if value is None:  # a parked request whose shard was reset under it (a failed append, shutdown)
+            raise CoordinatorError(ErrorCode.not_coordinator)
+        return value
+
+    async def _read(self, group_id: str, op, *, stable: bool = False):
+        try:
+            shard = self.shard_for(group_id)
+            if stable:
+                await shard.barrier()
+            return await shard.read(op)
+        except (CoordinatorError, OSError) as exc:
+            code, message = for_exception(exc)
+            raise CoordinatorError(code, message) from None
+
+    async def join_group(self, params: JoinParams) -> dict:
+        """The JoinGroup answer (once the join phase completes)."""
+        return dict(await self._write(params.group_id, join_op(params)))
+
+    async def sync_group(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                         protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes]) -> dict:
+        return await self._write(group_id, sync_op(group_id, generation, member_id, instance_id, protocol_type, protocol_name, assignments))
+
+    async def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
+        try:
+            return await self._write(group_id, heartbeat_op(group_id, generation, member_id, instance_id))
+        except CoordinatorError as exc:
+            if exc.code is ErrorCode.coordinator_load_in_progress:
+                return ErrorCode.none  # as Kafka: a loading coordinator does not fail heartbeats
+            raise
+
+    async def leave_group(self, group_id: str, members: list[tuple[str, str | None, str | None]]) -> tuple[ErrorCode, list[dict]]:
+        """members: (member_id, group_instance_id, reason). Returns (top-level error, per-member answers)."""
+        return await self._write(group_id, leave_op(group_id, members))
+
+    async def consumer_group_heartbeat(self, params: HeartbeatParams) -> dict:
+        return await self._write(params.group_id, lambda shard: shard.consumer.heartbeat(params))
+
+    async def offset_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int,
+                            retention_ms: int, partitions: list[CommitPartition]) -> list[tuple[str, int, ErrorCode]]:
+        return await self._write(
+            group_id, lambda shard: shard.offset_commit(group_id, member_id, generation, instance_id, version, retention_ms, partitions)
+        )
+
+    async def offset_fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None, *, stable: bool,
+                           member_id: str | None = None, member_epoch: int = -1) -> list:
+        """(topic, partition, OffsetCommitValue or None) rows; raises for a fenced KIP-848 member."""
+
+        def op(shard):
+            error = shard.validate_fetch(group_id, member_id, member_epoch)
+            if error is not None:
+                raise CoordinatorError(error)
+            return shard.offset_fetch(group_id, topics, stable=stable)
+
+        return await self._read(group_id, op, stable=stable)
+
+    async def offset_delete(self, group_id: str, topics: list[tuple[str, list[int]]]) -> list[tuple[str, int, ErrorCode]]:
+        error, answer = await self._write(group_id, lambda shard: shard.offset_delete(group_id, topics))
+        if error is not ErrorCode.none:
+            raise CoordinatorError(error)
+        return answer
+
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        """Each group's answer; groups of one shard are deleted in one operation."""
+        by_shard: dict[int, list[str]] = {}
+        for gid in group_ids:
+            by_shard.setdefault(self.partition_for(gid), []).append(gid)
+        results: dict[str, ErrorCode] = {}
+        for ids in by_shard.values():
+            try:
+                results.update(dict(await self._write(ids[0], lambda shard, ids=ids: shard.delete_groups(ids))))
+            except CoordinatorError as exc:
+                results.update({gid: exc.code for gid in ids})
+        return results
+
+    async def describe_group(self, group_id: str):
+        """The group (classic or KIP-848) or None; raises while its shard cannot answer."""
+        return await self._read(group_id, lambda shard: shard.describe_group(group_id))
+
+    async def list_groups(self) -> list:
+        """Every live group of every shard; raises COORDINATOR_LOAD_IN_PROGRESS while one is loading."""
+        out = []
+        for shard in self.shards:
+            if shard.state == LOADING:
+                raise CoordinatorError(ErrorCode.coordinator_load_in_progress)
+            if shard.state == ACTIVE:
+                out += shard.shard.list_groups()
+        return out
+
+    async def group(self, group_id: str):
+        """The group object as it stands, whatever its state (ConsumerGroupDescribe)."""
+        return await self._read(group_id, lambda shard: shard.groups.get(group_id))

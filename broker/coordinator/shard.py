@@ -1,9 +1,20 @@
 """One coordinator shard: the groups and offsets of one ``__consumer_offsets`` partition.
 
-State changes either come from replaying records (offsets, group deletion, and
-everything at load) or, for the in-memory parts of classic groups, from the
-classic-protocol code directly, as in Kafka. ``replay`` is the single path
-that turns a record into state, for live writes and start-up loading alike.
+Every operation runs through ``GroupShard.run``, which hands the runtime one
+``Result``: the typed records the operation wrote, its response and its group
+events. Records reach state through ``replay``, the single path that turns a
+record into state for live writes and start-up loading alike; a live write
+applies its records as it emits them (``emit``), so the rest of the same
+operation sees them, and journals what each one replaced. An operation that
+raises is rolled back from that journal: its records are un-applied in
+reverse, the groups it added, replaced or removed and the timers it armed,
+cancelled or fired are put back, and nothing of it is written. (Kafka gets
+the same from its timeline data structures.)
+
+The in-memory side of classic groups (members awaiting a join, parked
+responses) is not made of records, in Kafka as here: classic operations
+change it directly, validating before they change anything, and write
+GroupMetadata records only to persist what must survive a restart.
 """
 
 from __future__ import annotations
@@ -18,17 +29,15 @@ from protocol.group_records import (
     UnknownRecordType,
     decode_key,
     decode_value,
-    encode_key,
-    encode_value,
 )
 
 from .classic import ClassicGroups
 from .consumer import ConsumerGroups
 from .consumer_group import ConsumerGroup
-from .consumer_replay import CONSUMER_KEYS, replay_consumer
+from .consumer_replay import CONSUMER_KEYS, consumer_value, replay_consumer
 from .migration import Migration
 from .classic_group import DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
-from .common import GroupConfig, Result, Timers
+from .common import TIMER, GroupConfig, GroupEvent, Result, Timers, merge_results
 from .offsets import (
     CommitPartition,
     OffsetStore,
@@ -42,6 +51,44 @@ from .offsets import (
 )
 
 RETENTION_TIMER = "offsets-retention"
+
+_MISSING = object()
+_RECORD, _GROUP, _STATE = 0, 1, 2  # journal entries: a record's prior value, a groups entry, a classic group's state
+
+
+class _Groups(dict):
+    """The shard's groups by id. While an operation runs, every entry it adds,
+    replaces or removes is journaled, so a failed operation can put it back."""
+
+    __slots__ = ("journal",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.journal: list | None = None
+
+    def __setitem__(self, key, value) -> None:
+        if self.journal is not None:
+            self.journal.append((_GROUP, key, dict.get(self, key, _MISSING)))
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key) -> None:
+        if self.journal is not None:
+            self.journal.append((_GROUP, key, dict.get(self, key, _MISSING)))
+        dict.__delitem__(self, key)
+
+    def pop(self, key, *default):
+        if self.journal is not None and key in self:
+            self.journal.append((_GROUP, key, dict.__getitem__(self, key)))
+        return dict.pop(self, key, *default)
+
+
+class _Operation:
+    __slots__ = ("records", "events", "journal")
+
+    def __init__(self) -> None:
+        self.records: list = []
+        self.events: list[GroupEvent] = []
+        self.journal: list = []
 
 
 class _EmptyMetadata:
@@ -63,7 +110,7 @@ class GroupShard:
         clock_ms: Callable[[], int],
         log,
         new_future: Callable,
-        submit: Callable[[Result], object] | None = None,
+        submit: Callable[[Callable], object] | None = None,
         metadata=None,
         lost_ms: Callable[[], int] | None = None,
     ) -> None:
@@ -72,10 +119,13 @@ class GroupShard:
         self.now_ms = clock_ms
         self.log = log
         self.new_future = new_future
-        self.submit = submit or (lambda result: None)
+        # runs a follow-up operation outside the current one (a failed append's clean-up)
+        self.submit = submit or (lambda op: None)
         self.lost_ms = lost_ms
         self.timers = Timers(clock_ms, lost_ms)
-        self.groups: dict[str, ClassicGroup] = {}
+        self.groups: dict[str, ClassicGroup] = _Groups()
+        self._op: _Operation | None = None
+        self.settled_events: list[GroupEvent] = []  # events of commit callbacks, for the runtime to publish
         self.offsets = OffsetStore()
         self.classic = ClassicGroups(self)
         self.metadata = metadata if metadata is not None else _EmptyMetadata()
@@ -103,21 +153,92 @@ class GroupShard:
             replay_consumer(self.groups, key, value)
 
     def replay_bytes(self, key_bytes: bytes, value_bytes: bytes | None, *, committed: bool = False) -> None:
+        """Replay one record as the log holds it (loading)."""
         key = decode_key(key_bytes)
         if isinstance(key, UnknownRecordType):
             self.skipped_records += 1
             return
         self.replay(key, decode_value(key, value_bytes), committed=committed)
 
-    def commit_bytes(self, key_bytes: bytes, value_bytes: bytes | None) -> None:
+    def commit_record(self, key, value) -> None:
         """The batch holding this replayed record is durable: show it to reads."""
-        key = decode_key(key_bytes)
-        if isinstance(key, OffsetCommitKey):
-            self.offsets.commit(key, decode_value(key, value_bytes))
-
-    def commit_decoded(self, key, value) -> None:
         if isinstance(key, OffsetCommitKey):
             self.offsets.commit(key, value)
+
+    # ================================================================ operations
+    def run(self, op: Callable[[GroupShard], object]) -> Result:
+        """Run one operation: its Result, or its exception after rolling it back."""
+        if self._op is not None:
+            raise RuntimeError("coordinator operations do not nest")
+        current = self._op = _Operation()
+        timers = self.timers
+        self.groups.journal = timers.journal = current.journal
+        try:
+            result = merge_results(op(self))
+        except BaseException:
+            self.groups.journal = timers.journal = None
+            self._rollback(current.journal)
+            raise
+        finally:
+            self._op = None
+            self.groups.journal = timers.journal = None
+        if current.records:
+            result.records = current.records + result.records if result.records else current.records
+        if current.events:
+            result.events = current.events + result.events if result.events else current.events
+        return result
+
+    def emit(self, key, value, *, apply: bool = True) -> None:
+        """Write a record as part of the running operation. ``apply`` replays it into
+        state at once (journaled); classic groups' own records persist state that
+        their code has already changed, so they are not applied."""
+        op = self._op
+        if op is None:
+            raise RuntimeError("records are written only by an operation (GroupShard.run)")
+        if apply:
+            op.journal.append(self._prior(key))
+            self.replay(key, value)
+        op.records.append((key, value))
+
+    def write(self, out) -> None:
+        """Write the records a classic helper returned (already reflected in state)."""
+        for key, value in merge_results(out).records:
+            self.emit(key, value, apply=False)
+
+    def event(self, name: str, group: str, **fields) -> None:
+        """A group event: logged now, published once the running operation's records are durable."""
+        self.log.info(name, group=group, **fields)
+        event = GroupEvent(group, name, self.now_ms(), {"shard": self.index, **fields})
+        op = self._op
+        if op is not None:
+            op.events.append(event)
+        else:  # a commit callback (the state it describes is durable): the runtime publishes it next
+            self.settled_events.append(event)
+
+    def _prior(self, key) -> tuple:
+        """What undoes replaying ``key``: its value as the state stands."""
+        if isinstance(key, OffsetCommitKey):
+            return _RECORD, key, self.offsets.latest.get(key.group, {}).get((key.topic, key.partition))
+        if isinstance(key, GroupMetadataKey):
+            group = self.groups.get(key.group)
+            return _STATE, group, group.state if group is not None else None
+        if isinstance(key, CONSUMER_KEYS):
+            return _RECORD, key, consumer_value(self.groups, key)
+        return _RECORD, key, None
+
+    def _rollback(self, journal: list) -> None:
+        for kind, a, b in reversed(journal):
+            if kind == _RECORD:
+                self.replay(a, b)
+            elif kind == _GROUP:
+                if b is _MISSING:
+                    dict.pop(self.groups, a, None)
+                else:
+                    dict.__setitem__(self.groups, a, b)
+            elif kind == TIMER:
+                self.timers.restore(a, b)
+            elif a is not None:  # _STATE
+                a.state = b
 
     def on_loaded(self) -> list:
         self.offsets.sync_committed()
@@ -146,15 +267,14 @@ class GroupShard:
 
     # ================================================================ timers
     def fire_timers(self) -> list:
-        """Run due timers; returns the records they produced."""
-        records: list = []
-        for out in self.timers.fire_due():
-            for item in out or []:
-                if isinstance(item, Result):
-                    self.submit(item)
-                else:
-                    records.append(item)
-        return records
+        """Run due timers (inside ``run``); returns what they returned, flattened."""
+        out: list = []
+        for item in self.timers.fire_due():
+            if isinstance(item, list):
+                out += item
+            elif item is not None:
+                out.append(item)
+        return out
 
     # ================================================================ offsets
     def offset_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int,
@@ -172,21 +292,18 @@ class GroupShard:
             self.classic.touch(group, member_id)
         now = self.now_ms()
         expire = now + retention_ms if 2 <= version <= 4 and retention_ms != -1 else -1
-        records = []
-        decoded = []
         answer = []
         limit = self.config.offset_metadata_max_bytes
+        emit = self.emit
         for p in partitions:
             metadata = p.metadata or ""
             if java_length(metadata) > limit:
                 answer.append((p.topic, p.partition, ErrorCode.offset_metadata_too_large))
                 continue
             key = OffsetCommitKey(group_id, p.topic, p.partition)
-            value = OffsetCommitValue(offset=p.offset, leader_epoch=p.leader_epoch, metadata=metadata, commit_timestamp=now, expire_timestamp=expire)
-            records.append((encode_key(key), encode_value(value)))
-            decoded.append((key, value))
+            emit(key, OffsetCommitValue(offset=p.offset, leader_epoch=p.leader_epoch, metadata=metadata, commit_timestamp=now, expire_timestamp=expire))
             answer.append((p.topic, p.partition, ErrorCode.none))
-        return Result(records=records, response=answer, replay=True, decoded=decoded)
+        return Result(response=answer)
 
     def validate_fetch(self, group_id: str, member_id: str | None, epoch: int) -> ErrorCode | None:
         group = self.groups.get(group_id)
@@ -207,16 +324,16 @@ class GroupShard:
         if group.state != EMPTY and group.protocol_type != "consumer":
             return Result(response=(ErrorCode.non_empty_group, []))
         offsets = self.offsets.latest.get(group_id, {})
-        records, answer = [], []
+        answer = []
         for topic, parts in topics:
             for p in parts:
                 if group.is_subscribed(topic):
                     answer.append((topic, p, ErrorCode.group_subscribed_to_topic))
                     continue
                 if (topic, p) in offsets:
-                    records.append(offset_record(group_id, topic, p, None))
+                    self.emit(*offset_record(group_id, topic, p, None))
                 answer.append((topic, p, ErrorCode.none))
-        return Result(records=records, response=(ErrorCode.none, answer), replay=True)
+        return Result(response=(ErrorCode.none, answer))
 
     # ================================================================ groups
     def describe_group(self, group_id: str) -> ClassicGroup | None:
@@ -224,7 +341,7 @@ class GroupShard:
         return None if group is None or group.state == DEAD else group
 
     def delete_groups(self, group_ids: list[str]) -> Result:
-        records, answer = [], []
+        answer = []
         for gid in group_ids:
             group = self.groups.get(gid)
             if group is None or group.state == DEAD:
@@ -234,27 +351,25 @@ class GroupShard:
                 answer.append((gid, ErrorCode.non_empty_group))
                 continue
             for topic, partition in list(self.offsets.latest.get(gid, {})):
-                records.append(offset_record(gid, topic, partition, None))
-            records += self._group_tombstones(group)
+                self.emit(*offset_record(gid, topic, partition, None))
+            self._write_group_tombstones(group)
             answer.append((gid, ErrorCode.none))
-            self.log.info("group deleted", group=gid)
-        return Result(records=records, response=answer, replay=True)
+            self.event("group deleted", gid)
+        return Result(response=answer)
 
-    def _group_tombstones(self, group) -> list:
+    def _write_group_tombstones(self, group) -> None:
         if isinstance(group, ConsumerGroup):
-            self.consumer.records = []
             self.consumer.delete_group_records(group)
-            return self.consumer._take_records()
-        return [group.tombstone()]
+        else:
+            self.emit(*group.tombstone())
 
-    def _retention_tick(self) -> list:
+    def _retention_tick(self) -> None:
         self.timers.schedule(RETENTION_TIMER, self.config.offsets_retention_check_interval_ms, self._retention_tick)
-        return self.expire_offsets()
+        self.expire_offsets()
 
-    def expire_offsets(self) -> list:
-        """Tombstones for expired offsets, and for groups left with nothing."""
+    def expire_offsets(self) -> None:
+        """Tombstones for expired offsets, and for groups left with nothing (inside ``run``)."""
         now = self.now_ms()
-        records = []
         removed_groups = []
         for gid, group in list(self.groups.items()):
             offsets = self.offsets.latest.get(gid, {})
@@ -262,18 +377,16 @@ class GroupShard:
                 expired = expired_consumer_offsets(group, offsets, now, self.config.offsets_retention_ms)
             else:
                 expired = expired_offsets(group, offsets, now, self.config.offsets_retention_ms)
+            everything = len(expired) == len(offsets)  # before the tombstones below empty ``offsets``
             for topic, partition in expired:
-                records.append(offset_record(gid, topic, partition, None))
+                self.emit(*offset_record(gid, topic, partition, None))
             if expired:
-                self.log.info("offsets expired", group=gid, partitions=len(expired))
-            if group.state == EMPTY and len(expired) == len(offsets):
-                records += self._group_tombstones(group)
+                self.event("offsets expired", gid, partitions=len(expired))
+            if group.state == EMPTY and everything:
+                self._write_group_tombstones(group)
                 removed_groups.append(gid)
         if removed_groups:
             self.log.info("groups expired", groups=removed_groups)
-        if records:
-            self.submit(Result(records=records, replay=True))
-        return []
 
     def list_groups(self) -> list[ClassicGroup]:
         return [g for g in self.groups.values() if g.state != DEAD]

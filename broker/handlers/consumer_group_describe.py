@@ -60,8 +60,7 @@ async def handle(ctx, req):
     out = []
     for group_id in req.group_ids or ():
         try:
-            shard = coordinator(ctx).shard_for(group_id)
-            group = await shard.read(lambda s, g=group_id: s.groups.get(g))
+            group = await coordinator(ctx).group(group_id)
         except CoordinatorError as exc:
             out.append({"error_code": exc.code, "error_message": None, "group_id": group_id, "members": []})
             continue

@@ -7,8 +7,9 @@ with a message, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION); the rest is
 
 from protocol.errors import ErrorCode
 
+from ..coordinator.common import CoordinatorError
 from ..coordinator.consumer import HeartbeatParams
-from ._groups import client_host, coordinator, ms, on_shard
+from ._groups import client_host, coordinator, ms
 
 API_KEY = 68
 NAME = "ConsumerGroupHeartbeat"
@@ -77,7 +78,8 @@ async def handle(ctx, req):
         client_id=ctx.request.client_id or "",
         client_host=client_host(ctx),
     )
-    error, body = await on_shard(ctx, req.group_id, "write", lambda shard: shard.consumer.heartbeat(params))
-    if error is not ErrorCode.none:
-        return _invalid(req, error, None)
+    try:
+        body = await coordinator(ctx).consumer_group_heartbeat(params)
+    except CoordinatorError as exc:
+        return _invalid(req, exc.code, exc.message)
     return {"throttle_time": 0, **body}

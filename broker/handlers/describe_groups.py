@@ -51,8 +51,7 @@ async def handle(ctx, req):
     out = []
     for group_id in req.groups or ():
         try:
-            shard = coordinator(ctx).shard_for(group_id)
-            group = await shard.read(lambda s, g=group_id: s.describe_group(g))
+            group = await coordinator(ctx).describe_group(group_id)
         except CoordinatorError as exc:
             out.append({"group_id": group_id, "error_code": exc.code, "error_message": None, "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})
             continue

@@ -3,8 +3,8 @@
 from protocol.errors import ErrorCode
 
 from ..coordinator.classic import JoinParams, join_error
-from ..coordinator.consumer_group import ConsumerGroup
-from ._groups import client_host, coordinator, ms, on_shard
+from ..coordinator.common import CoordinatorError
+from ._groups import client_host, coordinator, ms
 
 API_KEY = 11
 NAME = "JoinGroup"
@@ -18,18 +18,6 @@ def _shape(version: int, body: dict) -> dict:
     elif body.get("protocol_name") == "":
         body["protocol_name"] = None
     return body
-
-
-def join(shard, params):
-    group = shard.groups.get(params.group_id)
-    if isinstance(group, ConsumerGroup):
-        if group.members:  # a classic member inside a consumer group
-            return shard.migration.classic_join(group, params, shard.new_future())
-        records = shard.migration.drop_empty(group)
-        result = shard.classic.join(params)
-        result.records[:0] = records
-        return result
-    return shard.classic.join(params)
 
 
 async def handle(ctx, req):
@@ -54,7 +42,8 @@ async def handle(ctx, req):
         client_id=ctx.request.client_id or "",
         client_host=client_host(ctx),
     )
-    error, body = await on_shard(ctx, group_id, "write", lambda shard: join(shard, params))
-    if error is not ErrorCode.none:
-        return _shape(v, join_error(error, req.member_id))
-    return _shape(v, dict(body))
+    try:
+        body = await coordinator(ctx).join_group(params)
+    except CoordinatorError as exc:
+        return _shape(v, join_error(exc.code, req.member_id))
+    return _shape(v, body)

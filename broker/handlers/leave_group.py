@@ -2,9 +2,8 @@
 
 from protocol.errors import ErrorCode
 
-from ..coordinator.common import Result
-from ..coordinator.consumer_group import ConsumerGroup
-from ._groups import on_shard
+from ..coordinator.common import CoordinatorError
+from ._groups import coordinator
 
 API_KEY = 13
 NAME = "LeaveGroup"
@@ -20,18 +19,10 @@ async def handle(ctx, req):
     if not req.group_id:
         return {"throttle_time": 0, "error_code": ErrorCode.invalid_group_id, "members": []}
 
-    def op(shard):
-        group = shard.groups.get(req.group_id)
-        if isinstance(group, ConsumerGroup):
-            top, results, records = shard.migration.classic_leave(group, members)
-        else:
-            top, results, records = shard.classic.leave(req.group_id, members)
-        return Result(records=records, response=(top, results))
-
-    error, body = await on_shard(ctx, req.group_id, "write", op)
-    if error is not ErrorCode.none:
-        return {"throttle_time": 0, "error_code": error, "members": []}
-    top, results = body
+    try:
+        top, results = await coordinator(ctx).leave_group(req.group_id, members)
+    except CoordinatorError as exc:
+        return {"throttle_time": 0, "error_code": exc.code, "members": []}
     if v < 3 and top is ErrorCode.none and results:
         top = results[0]["error_code"]  # v0-2 flatten the single member's error
     return {"throttle_time": 0, "error_code": top, "members": results}

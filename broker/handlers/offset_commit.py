@@ -7,8 +7,9 @@ coordinator sees the request; the rest follow Kafka's validation matrix
 
 from protocol.errors import ErrorCode
 
+from ..coordinator.common import CoordinatorError
 from ..coordinator.offsets import CommitPartition
-from ._groups import ms, on_shard
+from ._groups import coordinator, ms
 
 API_KEY = 8
 NAME = "OffsetCommit"
@@ -31,17 +32,13 @@ async def handle(ctx, req):
         errors.update({(c.topic, c.partition): code for c in wanted})
     elif wanted:
         retention = ms(req.retention_time) if hasattr(req, "retention_time") else -1
-        error, answer = await on_shard(
-            ctx,
-            req.group_id,
-            "write",
-            lambda shard: shard.offset_commit(
+        try:
+            answer = await coordinator(ctx).offset_commit(
                 req.group_id, req.member_id, req.generation_id_or_member_epoch, getattr(req, "group_instance_id", None),
                 ctx.version, retention, wanted,
-            ),
-        )
-        if error is not ErrorCode.none:
-            errors.update({(c.topic, c.partition): error for c in wanted})
+            )
+        except CoordinatorError as exc:
+            errors.update({(c.topic, c.partition): exc.code for c in wanted})
         else:
             errors.update({(t, p): code for t, p, code in answer})
     topics = []

@@ -2,7 +2,8 @@
 
 from protocol.errors import ErrorCode
 
-from ._groups import on_shard
+from ..coordinator.common import CoordinatorError
+from ._groups import coordinator
 
 API_KEY = 47
 NAME = "OffsetDelete"
@@ -24,14 +25,11 @@ async def handle(ctx, req):
             else:
                 parts.append(p.partition_index)
         wanted.append((t.name, parts))
-    error, body = await on_shard(ctx, req.group_id, "write", lambda shard: shard.offset_delete(req.group_id, wanted))
-    if error is ErrorCode.none:
-        error, answer = body
-        codes = {(t, p): c for t, p, c in answer}
-    else:
-        codes = {}
-    if error is not ErrorCode.none:
-        return {"error_code": error, "throttle_time": 0, "topics": []}
+    try:
+        answer = await coordinator(ctx).offset_delete(req.group_id, wanted)
+    except CoordinatorError as exc:
+        return {"error_code": exc.code, "throttle_time": 0, "topics": []}
+    codes = {(t, p): c for t, p, c in answer}
     codes.update(unknown)
     topics = [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": codes[(t.name, p.partition_index)]} for p in t.partitions or ()]} for t in req.topics or ()]
     return {"error_code": ErrorCode.none, "throttle_time": 0, "topics": topics}

@@ -20,13 +20,7 @@ async def fetch_group(ctx, group_id: str, topics, stable: bool, member_id: str |
     """(error, [topic dicts])."""
     wanted = None if topics is None else [(t.name, list(t.partition_indexes or ())) for t in topics]
     try:
-        shard = coordinator(ctx).shard_for(group_id)
-        if stable:
-            await shard.barrier()
-        error = await shard.read(lambda s: s.validate_fetch(group_id, member_id, member_epoch))
-        if error is not None:
-            return error, []
-        rows = await shard.read(lambda s: s.offset_fetch(group_id, wanted, stable=stable))
+        rows = await coordinator(ctx).offset_fetch(group_id, wanted, stable=stable, member_id=member_id, member_epoch=member_epoch)
     except CoordinatorError as exc:
         return exc.code, []
     by_topic: dict[str, list] = {}

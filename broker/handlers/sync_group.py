@@ -2,9 +2,8 @@
 
 from protocol.errors import ErrorCode
 
-from ..coordinator.common import Result
-from ..coordinator.consumer_group import ConsumerGroup
-from ._groups import on_shard
+from ..coordinator.common import CoordinatorError
+from ._groups import coordinator
 
 API_KEY = 14
 NAME = "SyncGroup"
@@ -20,21 +19,11 @@ async def handle(ctx, req):
     if not req.group_id:
         return fail(ErrorCode.invalid_group_id)
     assignments = {a.member_id: a.assignment for a in req.assignments or ()}
-    def op(shard):
-        group = shard.groups.get(req.group_id)
-        if isinstance(group, ConsumerGroup):
-            return Result(response=shard.migration.classic_sync(group, req.member_id, getattr(req, "group_instance_id", None), req.generation_id, getattr(req, "protocol_type", None), getattr(req, "protocol_name", None)))
-        return shard.classic.sync(
-            req.group_id,
-            req.generation_id,
-            req.member_id,
-            getattr(req, "group_instance_id", None),
-            getattr(req, "protocol_type", None),
-            getattr(req, "protocol_name", None),
-            assignments,
+    try:
+        body = await coordinator(ctx).sync_group(
+            req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None),
+            getattr(req, "protocol_type", None), getattr(req, "protocol_name", None), assignments,
         )
-
-    error, body = await on_shard(ctx, req.group_id, "write", op)
-    if error is not ErrorCode.none:
-        return fail(error)
+    except CoordinatorError as exc:
+        return fail(exc.code)
     return {"throttle_time": 0, **body}

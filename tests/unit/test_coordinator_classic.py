@@ -7,8 +7,8 @@ Item 9.1 (partition placement) is covered by tests/unit/test_placement.py;
 offsets (9.7, 9.8 and the OffsetCommit matrix) by test_coordinator_offsets.py.
 
 The ``Harness`` plays the runtime's part (broker/coordinator/runtime.py): a
-Result's records are replayed when it asks for it, then made durable
-(``commit_bytes`` + ``on_commit``), or the append is failed
+operation runs through ``GroupShard.run`` and its Result is made durable
+(``commit_record`` + ``on_commit``), or the append is failed
 (``on_failure``); Results the shard submits by itself (timers, failure paths)
 go through the same path.
 """
@@ -29,9 +29,10 @@ from kio.schema.consumer_protocol_subscription.v1.data import ConsumerProtocolSu
 
 from broker.coordinator.classic import JoinParams
 from broker.coordinator.classic_group import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
-from broker.coordinator.common import GroupConfig, Result
+from broker.coordinator.common import GroupConfig, Result, merge_results
 from broker.coordinator.consumer_protocol import assigned_partitions
 from broker.coordinator.offsets import CommitPartition
+from broker.coordinator.service import leave_op
 from broker.coordinator.shard import GroupShard
 from protocol.codec import encode
 from protocol.errors import ErrorCode
@@ -43,6 +44,15 @@ UUID_RE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
 # =========================================================================== harness
+def _encode(key, value) -> tuple[bytes, bytes | None]:
+    """A record as the runtime writes it to the log."""
+    return encode_key(key), None if value is None else encode_value(value)
+
+
+class _DryRun(Exception):
+    pass
+
+
 class StubLog:
     def __init__(self) -> None:
         self.events: list[tuple[str, dict]] = []
@@ -79,13 +89,25 @@ class Harness:
         self.shard = GroupShard(0, self.config, lambda: self.now, self.log, loop.create_future, submit=self._submit)
 
     # ---------------------------------------------------------------- runtime emulation
-    def _submit(self, result: Result) -> None:
-        self.apply(result)
+    def dry(self, op) -> Result:
+        """Run an operation and roll it back (``GroupShard.run`` on failure): its Result, nothing kept."""
+        box = {}
 
-    def apply(self, result: Result) -> Result:
-        if result.replay:
-            for k, v in result.records:
-                self.shard.replay_bytes(k, v)
+        def once(shard):
+            box["result"] = merge_results(op(shard))
+            raise _DryRun
+
+        with pytest.raises(_DryRun):
+            self.shard.run(once)
+        return box["result"]
+
+    def _submit(self, op) -> None:
+        self.apply(op)
+
+    def apply(self, op) -> Result:
+        """Run one operation as the runtime does (``GroupShard.run``), hold or commit its Result."""
+        result = self.shard.run(op)
+        self.last_records = [_encode(k, v) for k, v in result.records]
         self.held.append(result)
         if not self.hold:
             self.commit_held()
@@ -114,9 +136,8 @@ class Harness:
         while self.held:
             result = self.held.pop(0)
             for k, v in result.records:
-                if result.replay:
-                    self.shard.commit_bytes(k, v)
-                self.durable.append((k, v))
+                self.shard.commit_record(k, v)
+                self.durable.append(_encode(k, v))
             if result.on_commit is not None:
                 result.on_commit()
 
@@ -135,10 +156,8 @@ class Harness:
             if deadline is None or deadline > target:
                 break
             self.now = max(self.now, deadline)
-            out = self.shard.fire_timers()
-            if out:
-                records += out
-                self.apply(Result(records=out))
+            self.apply(lambda shard: shard.fire_timers())
+            records += self.last_records
         self.now = target
         return records
 
@@ -150,7 +169,7 @@ class Harness:
         p = JoinParams(group_id=group, member_id=member_id, group_instance_id=instance, protocol_type=ptype, protocols=list(protocols),
                        session_timeout_ms=session, rebalance_timeout_ms=rebalance, reason=None, version=version,
                        client_id=client, client_host="/127.0.0.1")
-        return self.apply(self.shard.classic.join(p)).response
+        return self.apply(lambda s: s.classic.join(p)).response
 
     def new_member(self, **kw):
         """KIP-394 two-step join for a dynamic v4+ member: returns (member_id, parked future)."""
@@ -161,20 +180,18 @@ class Harness:
 
     def sync(self, member_id: str, generation: int, assignments: dict | None = None, *, group: str = G, instance: str | None = None,
              ptype: str | None = "consumer", pname: str | None = None):
-        return self.apply(self.shard.classic.sync(group, generation, member_id, instance, ptype, pname, assignments or {})).response
+        return self.apply(lambda s: s.classic.sync(group, generation, member_id, instance, ptype, pname, assignments or {})).response
 
     def heartbeat(self, member_id: str, generation: int, *, group: str = G, instance: str | None = None) -> ErrorCode:
-        return self.shard.classic.heartbeat(group, generation, member_id, instance)
+        return self.apply(lambda s: Result(response=s.classic.heartbeat(group, generation, member_id, instance))).response
 
     def leave(self, *members, group: str = G):
-        top, per_member, records = self.shard.classic.leave(group, [m if isinstance(m, tuple) else (m, None, None) for m in members])
-        self.apply(Result(records=records))
-        return top, per_member
+        return self.apply(leave_op(group, [m if isinstance(m, tuple) else (m, None, None) for m in members])).response
 
     def commit(self, member_id: str = "", generation: int = -1, *, group: str = G, instance: str | None = None, version: int = 9,
                retention: int = -1, parts=(("t", 0, 10, None),)):
         cps = [CommitPartition(t, p, off, -1, md) for t, p, off, md in parts]
-        return self.apply(self.shard.offset_commit(group, member_id, generation, instance, version, retention, cps)).response
+        return self.apply(lambda s: s.offset_commit(group, member_id, generation, instance, version, retention, cps)).response
 
     # ---------------------------------------------------------------- state
     def group(self, gid: str = G):
@@ -672,12 +689,15 @@ def test_sync_in_stable_does_not_count_as_a_heartbeat(h):
 
 def test_heartbeat_handler_answers_none_while_loading(loop):
     from broker.coordinator.common import CoordinatorError
+    from broker.coordinator.service import GroupCoordinator
     from broker.handlers import heartbeat
 
     def shard_for(group_id):
         raise CoordinatorError(E.coordinator_load_in_progress)
 
-    ctx = SimpleNamespace(version=4, broker=SimpleNamespace(coordinator=SimpleNamespace(shard_for=shard_for)))
+    service = GroupCoordinator(None, GroupConfig(), fsync_always=False)
+    service.shard_for = shard_for
+    ctx = SimpleNamespace(version=4, broker=SimpleNamespace(coordinator=service))
     req = SimpleNamespace(group_id=G, member_id="m", generation_id=1, group_instance_id=None)
     assert loop.run_until_complete(heartbeat.handle(ctx, req))["error_code"] == E.none
 
@@ -938,7 +958,7 @@ def test_group_max_size_sheds_rejoining_members_of_an_oversized_loaded_group(loo
     members = [MemberMetadata(f"m{i}", None, "c", "/h", 30_000, 10_000, subscription("t"), b"") for i in range(3)]
     value = GroupMetadataValue("consumer", 4, "range", "m0", 1, members)
     h.shard.replay_bytes(encode_key(GroupMetadataKey(G)), encode_value(value))
-    h.apply(Result(records=h.shard.on_loaded()))
+    h.apply(lambda s: s.on_loaded())
     assert h.state() == PREPARING_REBALANCE  # over group.max.size: rebalance at load
     f0, f1 = h.join("m0"), h.join("m1")
     f2 = h.join("m2")
@@ -974,7 +994,7 @@ def test_replay_rebuilds_stable_group_and_arms_session_timers(h, loop):
     fresh.now = h.now
     for k, v in h.durable:
         fresh.shard.replay_bytes(k, v)
-    fresh.apply(Result(records=fresh.shard.on_loaded()))
+    fresh.apply(lambda s: s.on_loaded())
     g, old = fresh.group(), h.group()
     assert g.state == STABLE and g.generation == gen and g.protocol_type == "consumer" and g.protocol_name == "range"
     assert g.leader_id == old.leader_id and g.static_members == {"i-a": a}
@@ -1180,15 +1200,19 @@ def test_a_replay_failure_after_the_append_answers_the_waiting_request(loop):
         def broken_commit(key, value):
             raise RuntimeError("replay bug")
 
-        rt.shard.commit_decoded = broken_commit
+        rt.shard.commit_record = broken_commit
         key = OffsetCommitKey("g", "t", 0)
         from protocol.group_records import OffsetCommitValue
 
         value = OffsetCommitValue(offset=5, leader_epoch=-1, metadata="", commit_timestamp=0, expire_timestamp=-1)
-        result = Result(records=[(encode_key(key), encode_value(value))], response="ok", replay=True, decoded=[(key, value)])
+
+        def op(shard):
+            shard.emit(key, value)
+            return Result(response="ok")
+
         with pytest.raises(CoordinatorError):
             # the bound only keeps a regression from hanging the suite
-            await asyncio.wait_for(rt.write(lambda shard: result), 30)
+            await asyncio.wait_for(rt.write(op), 30)
         return rt
 
     rt = loop.run_until_complete(run())

@@ -46,6 +46,8 @@ from protocol.group_records import (
     decode_value,
 )
 
+from broker.coordinator.common import CoordinatorError
+
 from .test_coordinator_classic import Harness
 
 E = ErrorCode
@@ -97,10 +99,11 @@ class ConsumerHarness(Harness):
             subscribed_topic_regex=regex, server_assignor=assignor, owned=self.ids(owned), version=version,
             client_id="client", client_host="/127.0.0.1",
         )
-        result = self.shard.consumer.heartbeat(p)
-        self.last_records = list(result.records)
-        self.apply(result)
-        return result.response
+        try:
+            return self.apply(lambda s: s.consumer.heartbeat(p)).response
+        except CoordinatorError as exc:  # rolled back: nothing written (the handler answers as below)
+            self.last_records = []
+            return {"error_code": exc.code, "error_message": exc.message, "member_id": None, "member_epoch": 0}
 
     def join(self, member_id: str, *, topics=("t",), rebalance: int = 30_000, **kw) -> dict:
         """Epoch-0 (re)join: a full request with an empty owned list."""
@@ -110,7 +113,7 @@ class ConsumerHarness(Harness):
     def commit(self, member_id: str = "", generation: int = -1, *, group: str = G, instance: str | None = None, version: int = 9,
                retention: int = -1, parts=(("t", 0, 10, None),)):
         cps = [CommitPartition(t, p, off, -1, md) for t, p, off, md in parts]
-        return self.apply(self.shard.offset_commit(group, member_id, generation, instance, version, retention, cps)).response
+        return self.apply(lambda s: s.offset_commit(group, member_id, generation, instance, version, retention, cps)).response
 
     # ---------------------------------------------------------------- state
     def cgroup(self, gid: str = G) -> ConsumerGroup:
@@ -617,8 +620,7 @@ def test_derived_group_states(h):
     h.join("b")
     assert g.state == RECONCILING
     # Assigning: group epoch ahead of the assignment epoch (a record replayed by itself)
-    h.shard.consumer.records = []
-    h.shard.consumer.write_group_epoch(g, g.group_epoch + 1, g.metadata_hash)
+    h.apply(lambda s: s.consumer.write_group_epoch(g, g.group_epoch + 1, g.metadata_hash))
     assert g.state == ASSIGNING
     h.hb("a", 1, owned={"t": [0, 1, 2, 3]})  # recomputes the target
     assert g.assignment_epoch == g.group_epoch and g.state == RECONCILING
@@ -669,24 +671,24 @@ def test_offset_fetch_member_validation(h):
 def test_delete_groups(h):
     a, b = two_members(h)
     h.commit(a, 2)
-    assert h.apply(h.shard.delete_groups([G])).response == [(G, E.non_empty_group)]
+    assert h.apply(lambda s: s.delete_groups([G])).response == [(G, E.non_empty_group)]
     h.hb(a, -1)
     h.hb(b, -1)
     n = len(h.durable)
-    assert h.apply(h.shard.delete_groups([G])).response == [(G, E.none)]
+    assert h.apply(lambda s: s.delete_groups([G])).response == [(G, E.none)]
     ks = decoded(h.durable[n:])
     assert (type(ks[0][0]), ks[0][1]) == (OffsetCommitKey, None)
     assert all(v is None for _, v in ks)
     assert isinstance(ks[-1][0], ConsumerGroupMetadataKey)
     assert {type(k).__name__ for k, _ in ks} >= {"ConsumerGroupTargetAssignmentMetadataKey", "ConsumerGroupMetadataKey"}
     assert G not in h.shard.groups and not h.shard.offsets.has_offsets(G)
-    assert h.apply(h.shard.delete_groups([G])).response == [(G, E.group_id_not_found)]
+    assert h.apply(lambda s: s.delete_groups([G])).response == [(G, E.group_id_not_found)]
 
 
 def test_offset_delete_subscribed_topic(h):
     a, b = two_members(h)
     h.commit(a, 2, parts=(("t", 0, 1, None), ("u", 0, 1, None)))
-    top, answer = h.apply(h.shard.offset_delete(G, [("t", [0]), ("u", [0])])).response
+    top, answer = h.apply(lambda s: s.offset_delete(G, [("t", [0]), ("u", [0])])).response
     assert top == E.none
     assert answer == [("t", 0, E.group_subscribed_to_topic), ("u", 0, E.none)]
     assert [tp for tp in h.shard.offsets.latest[G]] == [("t", 0)]
@@ -697,10 +699,10 @@ def test_offset_expiry_for_consumer_groups(h):
     h.commit(a, 2, parts=(("t", 0, 1, None), ("u", 0, 1, None)))
     retention = h.config.offsets_retention_ms
     h.now += retention - 1
-    h.shard.expire_offsets()
+    h.apply(lambda s: s.expire_offsets())
     assert set(h.shard.offsets.latest[G]) == {("t", 0), ("u", 0)}
     h.now += 1
-    h.shard.expire_offsets()
+    h.apply(lambda s: s.expire_offsets())
     # only the topic the group does not subscribe to
     assert set(h.shard.offsets.latest[G]) == {("t", 0)}
     assert isinstance(h.shard.groups.get(G), ConsumerGroup)
@@ -713,7 +715,7 @@ def test_empty_consumer_group_offsets_age_from_commit_and_group_goes(h):
     h.hb("a", -1)
     h.now += h.config.offsets_retention_ms - 1000  # retention after the commit, not after becoming Empty
     n = len(h.durable)
-    h.shard.expire_offsets()
+    h.apply(lambda s: s.expire_offsets())
     assert not h.shard.offsets.has_offsets(G)
     assert G not in h.shard.groups
     ks = decoded(h.durable[n:])
@@ -861,3 +863,36 @@ def test_session_timeout_without_a_stall_is_unchanged(h):
     assert a in h.cgroup().members
     h.advance(1)
     assert a not in h.cgroup().members
+
+
+# =========================================================================== atomic operations
+def _fail_reconcile(h):
+    """Make the last step of a heartbeat fail, after it has written its member, epoch and target records."""
+
+    def failing(*_args, **_kw):
+        raise CoordinatorError(E.fenced_member_epoch, "injected after the records were written")
+
+    h.shard.consumer._reconcile = failing
+
+
+def test_a_heartbeat_that_fails_part_way_writes_nothing_and_changes_nothing(h):
+    two_members(h)
+    before, n = snapshot(h.shard), len(h.durable)
+    timers = dict(h.shard.timers._live)
+    _fail_reconcile(h)
+    resp = h.join("c")  # a new member: member metadata, a group epoch bump, a new target ... then the failure
+    assert resp["error_code"] == E.fenced_member_epoch and resp["error_message"] == "injected after the records were written"
+    assert h.last_records == [] and len(h.durable) == n, "a failed heartbeat writes nothing"
+    assert snapshot(h.shard) == before, "and leaves the group exactly as it was"
+    assert h.shard.timers._live == timers, "its timers too"
+    del h.shard.consumer._reconcile  # the real step again
+    assert h.join("c")["error_code"] == E.none
+    assert "c" in h.cgroup().members
+    for folded in (False, True):
+        assert snapshot(replayed(h, h.durable, folded=folded)) == snapshot(h.shard)
+
+
+def test_a_failed_first_heartbeat_leaves_no_group_behind(h):
+    _fail_reconcile(h)
+    assert h.join("a")["error_code"] == E.fenced_member_epoch
+    assert G not in h.shard.groups and h.durable == [] and len(h.shard.timers) == 0

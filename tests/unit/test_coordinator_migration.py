@@ -17,10 +17,10 @@ from kio.schema.consumer_protocol_assignment.v1.data import TopicPartition as As
 
 from broker.coordinator.classic import JoinParams
 from broker.coordinator.classic_group import EMPTY, PREPARING_REBALANCE, ClassicGroup
-from broker.coordinator.common import Result
+from broker.coordinator.common import CoordinatorError, Result
 from broker.coordinator.consumer_group import STABLE_GROUP, UNRELEASED_PARTITIONS, ConsumerGroup
 from broker.coordinator.consumer_protocol import parse_assignment
-from broker.handlers import join_group
+from broker.coordinator.service import heartbeat_op, join_op, leave_op, sync_op
 from protocol.codec import encode
 from protocol.errors import ErrorCode
 from protocol.group_records import ConsumerGroupMetadataKey, GroupMetadataKey
@@ -52,7 +52,7 @@ class MigrationHarness(ConsumerHarness):
         p = JoinParams(group_id=group, member_id=member_id, group_instance_id=instance, protocol_type=ptype, protocols=list(protocols),
                        session_timeout_ms=session, rebalance_timeout_ms=rebalance, reason=None, version=version,
                        client_id=client, client_host="/127.0.0.1")
-        return self.apply(join_group.join(self.shard, p)).response
+        return self.apply(join_op(p)).response
 
     def cjoin_new(self, **kw) -> tuple[str, dict]:
         first = self.cjoin(**kw).result()
@@ -64,28 +64,18 @@ class MigrationHarness(ConsumerHarness):
 
     def sync(self, member_id: str, generation: int, assignments: dict | None = None, *, group: str = G, instance: str | None = None,
              ptype: str | None = "consumer", pname: str | None = None):
-        g = self.shard.groups.get(group)
-        if isinstance(g, ConsumerGroup):
+        answer = self.apply(sync_op(group, generation, member_id, instance, ptype, pname, assignments or {})).response
+        if not hasattr(answer, "result"):  # a consumer group answers at once: a future, as a classic group's
             fut = self.loop.create_future()
-            fut.set_result(self.shard.migration.classic_sync(g, member_id, instance, generation, ptype, pname))
-            return fut
-        return super().sync(member_id, generation, assignments, group=group, instance=instance, ptype=ptype, pname=pname)
+            fut.set_result(answer)
+            answer = fut
+        return answer
 
     def heartbeat(self, member_id: str, generation: int, *, group: str = G, instance: str | None = None) -> ErrorCode:
-        g = self.shard.groups.get(group)
-        if isinstance(g, ConsumerGroup):
-            return self.shard.migration.classic_heartbeat(g, member_id, instance, generation)
-        return super().heartbeat(member_id, generation, group=group, instance=instance)
+        return self.apply(heartbeat_op(group, generation, member_id, instance)).response
 
     def leave(self, *members, group: str = G):
-        g = self.shard.groups.get(group)
-        ms = [m if isinstance(m, tuple) else (m, None, None) for m in members]
-        if isinstance(g, ConsumerGroup):
-            top, per_member, records = self.shard.migration.classic_leave(g, ms)
-        else:
-            top, per_member, records = self.shard.classic.leave(group, ms)
-        self.apply(Result(records=records))
-        return top, per_member
+        return self.apply(leave_op(group, [m if isinstance(m, tuple) else (m, None, None) for m in members])).response
 
     def kjoin(self, member_id: str, **kw) -> dict:
         """A KIP-848 (ConsumerGroupHeartbeat) join."""
@@ -333,3 +323,22 @@ def test_no_downgrade_when_policy_forbids(loop):
     h.hb("k", -1)
     g = h.shard.groups[G]
     assert isinstance(g, ConsumerGroup) and set(g.members) == {c}
+
+
+def test_a_failed_upgrade_heartbeat_leaves_the_classic_group_untouched(h):
+    """The first KIP-848 member converts a live classic group, then fails: the conversion
+    is rolled back with it (the classic group, its members' session timers), nothing is written."""
+    (a, b), gen = h.stable_group(2)
+    group, n = h.group(), len(h.durable)
+    timers = dict(h.shard.timers._live)
+
+    def failing(*_args, **_kw):
+        raise CoordinatorError(E.fenced_member_epoch, "injected")
+
+    h.shard.consumer._reconcile = failing
+    assert h.kjoin("k")["error_code"] == E.fenced_member_epoch
+    assert h.shard.groups[G] is group and h.state() == "Stable" and sorted(group.members) == sorted([a, b])
+    assert len(h.durable) == n and h.shard.timers._live == timers
+    del h.shard.consumer._reconcile
+    h.advance(10_001)  # the classic members' session timers still run: both expire
+    assert h.state() == EMPTY

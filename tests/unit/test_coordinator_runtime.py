@@ -13,7 +13,7 @@ import pytest
 
 from broker.coordinator.common import GroupConfig, Result
 from broker.coordinator.runtime import ACTIVE, ShardRuntime
-from protocol.group_records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+from protocol.group_records import OffsetCommitKey, OffsetCommitValue
 
 
 class StubLog:
@@ -50,10 +50,11 @@ def loop():
     lp.close()
 
 
-def commit_result(group: str, offset: int, answer="ok") -> Result:
+def commit(shard, group: str, offset: int, answer="ok") -> Result:
+    """An operation that writes one offset record, as OffsetCommit does."""
     key = OffsetCommitKey(group, "t", 0)
-    value = OffsetCommitValue(offset=offset, leader_epoch=-1, metadata="", commit_timestamp=0, expire_timestamp=-1)
-    return Result(records=[(encode_key(key), encode_value(value))], response=answer, replay=True, decoded=[(key, value)])
+    shard.emit(key, OffsetCommitValue(offset=offset, leader_epoch=-1, metadata="", commit_timestamp=0, expire_timestamp=-1))
+    return Result(response=answer)
 
 
 def active_runtime(log: MemoryLog, linger_ms: int = 5) -> ShardRuntime:
@@ -71,8 +72,8 @@ def test_a_client_hanging_up_does_not_cancel_the_batch_for_the_others(loop):
 
     async def run():
         rt = active_runtime(log)
-        first = asyncio.get_running_loop().create_task(rt.write(lambda s: commit_result("a", 1, "first")))
-        second = asyncio.get_running_loop().create_task(rt.write(lambda s: commit_result("b", 2, "second")))
+        first = asyncio.get_running_loop().create_task(rt.write(lambda s: commit(s, "a", 1, "first")))
+        second = asyncio.get_running_loop().create_task(rt.write(lambda s: commit(s, "b", 2, "second")))
         await asyncio.sleep(0)  # both ran up to their wait for the batch
         assert rt._batch_future is not None and not rt._batch_future.done()
         first.cancel()
@@ -101,7 +102,7 @@ def test_a_response_is_released_only_after_its_batch_is_appended(loop):
 
     async def run():
         rt = active_runtime(log, linger_ms=50)
-        answer = await asyncio.wait_for(rt.write(lambda s: commit_result("g", 7)), 30)
+        answer = await asyncio.wait_for(rt.write(lambda s: commit(s, "g", 7)), 30)
         order.append("answer")
         return answer
 

@@ -16,6 +16,8 @@ import json
 
 from protocol.records import Record, build_batch, split_batches
 
+from ..cluster import AppendOrigin
+
 EVENTS_TOPIC = "__kafkalite_group_events"
 EVENTS_CONFIG = {"cleanup.policy": "delete", "retention.ms": str(7 * 24 * 3600 * 1000)}
 
@@ -35,5 +37,5 @@ class EventPublisher:
             for i, e in enumerate(events)
         ]
         batch = build_batch(records)
-        self.partition.append(split_batches(batch, verify_crc=False), "internal")  # AppendOrigin.INTERNAL; CRC just computed; wakes fetches
+        self.partition.append(split_batches(batch, verify_crc=False), AppendOrigin.INTERNAL)  # CRC just computed; wakes fetches
         self.published += len(records)

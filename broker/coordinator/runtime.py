@@ -31,6 +31,7 @@ from protocol.errors import ErrorCode
 from protocol.group_records import encode_key, encode_value
 from protocol.records import Record, build_batch, iter_key_values, split_batches
 
+from ..cluster import AppendOrigin
 from .common import CoordinatorError, GroupConfig, Result
 from .shard import GroupShard
 
@@ -266,7 +267,7 @@ class ShardRuntime:
                 for chunk in _chunks(encoded, self.partition.log.config.max_message_bytes // 2):
                     batches += split_batches(build_batch([Record(offset=i, timestamp=now, key=k, value=v) for i, (k, v) in enumerate(chunk)]), verify_crc=False)  # CRC just computed
                 # one write for all of them, so the whole lot is durable (or not) together; it wakes the fetches parked on the partition
-                self.partition.append(batches, "coordinator")  # AppendOrigin.COORDINATOR: trusted, not re-validated
+                self.partition.append(batches, AppendOrigin.COORDINATOR)  # trusted: not re-validated
                 if self.fsync_always:
                     self.partition.log.flush()
             except Exception as exc:  # noqa: BLE001 - any storage failure

@@ -1189,7 +1189,8 @@ def test_a_replay_failure_after_the_append_answers_the_waiting_request(loop):
     appended = []
     log = SimpleNamespace(config=SimpleNamespace(max_message_bytes=1_000_000), append=lambda batches, leader_epoch: appended.append(batches))
     async def run():
-        rt = ShardRuntime(0, SimpleNamespace(index=0, log=log), GroupConfig(), fsync_always=False, log=StubLog())
+        partition = SimpleNamespace(index=0, log=log, append=lambda batches, origin: log.append(batches, 0))
+        rt = ShardRuntime(0, partition, GroupConfig(), fsync_always=False, log=StubLog())
         rt.state = ACTIVE
 
         async def no_reload():  # the stub log has nothing to load from

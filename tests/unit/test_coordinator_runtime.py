@@ -30,7 +30,7 @@ class StubLog:
 
 
 class MemoryLog:
-    """Collects appended batches; ``gate``, when set, is awaited by nobody: appends are synchronous."""
+    """Collects appended batches (appends are synchronous, as the partition log's are)."""
 
     def __init__(self) -> None:
         self.config = SimpleNamespace(max_message_bytes=1_000_000)
@@ -58,7 +58,8 @@ def commit(shard, group: str, offset: int, answer="ok") -> Result:
 
 
 def active_runtime(log: MemoryLog, linger_ms: int = 5) -> ShardRuntime:
-    rt = ShardRuntime(0, SimpleNamespace(index=0, log=log), GroupConfig(append_linger_ms=linger_ms), fsync_always=False, log=StubLog())
+    partition = SimpleNamespace(index=0, log=log, append=lambda batches, origin: log.append(batches))  # broker.cluster.Partition's shape
+    rt = ShardRuntime(0, partition, GroupConfig(append_linger_ms=linger_ms), fsync_always=False, log=StubLog())
     rt.state = ACTIVE
     return rt
 

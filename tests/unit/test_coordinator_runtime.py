@@ -109,3 +109,34 @@ def test_a_response_is_released_only_after_its_batch_is_appended(loop):
 
     assert loop.run_until_complete(run()) == "ok"
     assert order == ["append", "answer"]
+
+
+def test_a_failed_append_answers_with_an_error_and_never_shows_the_write(loop):
+    """A log that cannot be written: the commit is answered NOT_COORDINATOR (Kafka's answer for a
+    storage failure), never as a success, and reads never see the offset; the shard reloads."""
+    from broker.coordinator.common import CoordinatorError
+    from broker.coordinator.runtime import LOADING
+    from protocol.errors import ErrorCode
+
+    log = MemoryLog()
+
+    def broken(batches, leader_epoch=0):
+        raise OSError(5, "Input/output error")
+
+    log.append = broken
+
+    async def run():
+        rt = active_runtime(log)
+
+        async def no_reload():  # the stand-in log has nothing to load
+            return None
+
+        rt.load = no_reload
+        with pytest.raises(CoordinatorError) as failure:
+            await asyncio.wait_for(rt.write(lambda s: commit(s, "g", 7)), 30)
+        return rt, failure.value
+
+    rt, error = loop.run_until_complete(run())
+    assert error.code is ErrorCode.not_coordinator
+    assert rt.state == LOADING  # rebuilt from the log, which never got the record
+    assert "g" not in rt.shard.offsets.committed and "g" not in rt.shard.offsets.latest

@@ -57,3 +57,26 @@ def test_port_in_use_fails_cleanly(tmp_path):
         assert out.returncode == 1 and "cannot listen" in out.stderr and "READY" not in out.stdout
     finally:
         first.stop()
+
+
+def test_sigusr1_writes_a_diagnostics_snapshot_and_the_broker_goes_on(tmp_path):
+    import os
+    import re
+    import signal
+
+    b = BrokerProcess(tmp_path / "d", env={"KAFKALITE_LOG_FORMAT": "json"}).start()
+    try:
+        p = Producer({"bootstrap.servers": b.bootstrap})
+        p.produce("diag-topic", b"v")
+        assert p.flush(15) == 0
+        os.kill(b.proc.pid, signal.SIGUSR1)
+        line = b.wait_for_log("diagnostics written")
+        path = json.loads(line)["path"]
+        text = open(path).read()
+        assert re.search(r"connections: \d+", text) and "coordinator shards:" in text and "shard 0: state=active" in text
+        assert "tasks:" in text
+        # the broker goes on serving
+        p.produce("diag-topic", b"w")
+        assert p.flush(15) == 0
+    finally:
+        assert b.stop() == 0

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.codec import build, response_class
+from protocol.codec import build, drop_unknown, response_class
 from protocol.errors import ErrorCode
 
 from .handlers import HANDLERS
@@ -119,6 +119,7 @@ _MIRROR: dict[int, list] = {
 }
 # fields that must not read as a valid answer
 _EXTRA = {"node_id": -1, "port": -1, "leader_id": -1, "committed_offset": -1, "offset": -1, "base_offset": -1, "high_watermark": -1}
+_GENERIC = frozenset({"error_code", "error_message", "throttle_time", *_EXTRA})  # filled everywhere, kept where the entity has them
 
 
 def _mirror(request, specs, code: int, message: str | None) -> dict:
@@ -148,9 +149,10 @@ def error_response(event, error, message: str | None = None):
     code = int(error_code(error))
     if event.api_key == 0 and getattr(event.body, "acks", 1) == 0:
         return NO_RESPONSE
-    body = _mirror(event.body, _MIRROR.get(event.api_key, []), code, message)
+    cls = response_class(event.api_key, event.api_version)
+    body = drop_unknown(cls, _mirror(event.body, _MIRROR.get(event.api_key, []), code, message), _GENERIC)
     # build now, so a bad spec shows up as a fault error rather than a broker bug
-    build(response_class(event.api_key, event.api_version), body)
+    build(cls, body)
     return body
 
 

@@ -51,7 +51,7 @@ import sys
 import time
 from collections import deque
 
-from protocol.codec import build, response_class
+from protocol.codec import build, drop_unknown, response_class
 from protocol.connection import ProtocolError, Request, ServerConnection, UnsupportedVersion
 from protocol.errors import ErrorCode
 from protocol.fast import ENCODERS as FAST_ENCODERS
@@ -674,6 +674,13 @@ class KafkaConnection(asyncio.Protocol):
                 await waiter
                 if not queue:  # woken by the sweep (or the broker stopping)
                     return
+        except Exception as exc:  # noqa: BLE001 - a bug outside the handlers (answering an unsupported version, say)
+            event = self.ctx.request if self.ctx is not None else None
+            self.log.error("connection task failed", exc_info=exc)
+            if event is not None:
+                self._handler_failed(event, exc)
+            else:
+                self.close()
         except asyncio.CancelledError:
             if not self.closing and not asyncio.current_task().cancelling():
                 # a handler awaited a future someone else cancelled: a broker bug, and the
@@ -794,6 +801,7 @@ class KafkaConnection(asyncio.Protocol):
             version = hi if event.api_version > hi else lo
             body = {"error_code": ErrorCode.unsupported_version}
         cls = response_class(event.api_key, version)
+        body = drop_unknown(cls, body, {"error_code"})  # Produce, OffsetCommit... have no top-level error code
         return ServerConnection.encode_response(event.api_key, version, event.correlation_id, build(cls, body))
 
 

@@ -11,13 +11,16 @@
 4. Building a response for whichever version was asked for. kio has one
    dataclass per version; ``build`` fills one from plain dicts and lists, so a
    handler describes its answer once and every version takes the fields it
-   has.
+   has. A key that no version has is refused, so a typo cannot drop a field.
 """
 
 from __future__ import annotations
 
 import datetime
+import importlib
 import io
+import pkgutil
+import re
 import struct
 import uuid
 from dataclasses import MISSING, fields, is_dataclass
@@ -40,9 +43,11 @@ from kio.static.primitive import i32Timedelta, i64Timedelta
 
 __all__ = [
     "DecodeError",
+    "UnknownFieldError",
     "build",
     "check",
     "decode",
+    "drop_unknown",
     "encode",
     "request_class",
     "response_class",
@@ -634,43 +639,140 @@ def _zero(kafka_type: str | None, kind, optional: bool):
     return 0
 
 
+class UnknownFieldError(ValueError):
+    """``build`` was given a key that no version of the message has.
+
+    Keys of other versions of the same message are dropped silently (a handler
+    answers every version with one dict); anything else is a typo or a stale
+    name, and the field it meant would silently go out as its zero value.
+    """
+
+    def __init__(self, cls: type, key: Any, known: frozenset[str], data: Any) -> None:
+        super().__init__()
+        self.cls = cls
+        self.key = key
+        self.known = known
+        self.root = cls.__name__  # the outermost entity being built
+        self.path = ""  # from ``root`` down to the entity that has the bad key
+        self._data = data  # what the innermost build call annotated so far was given
+
+    def _nest(self, parent: type, name: str, value: Any, data: Any) -> None:
+        """Prefix ``.name`` or ``.name[i]``: the failing item is ``self._data``."""
+        segment = f".{name}"
+        if not is_dataclass(value) and not isinstance(value, dict):
+            for i, item in enumerate(value):
+                if item is self._data:
+                    segment += f"[{i}]"
+                    break
+        self.path = segment + self.path
+        self.root = parent.__name__
+        self._data = data
+
+    def __str__(self) -> str:
+        kind = self.cls.__module__.removeprefix("kio.schema.")
+        return (
+            f"{self.root}{self.path}: unknown key {self.key!r} for {self.cls.__name__} ({kind}), "
+            f"a field of no version of it; known names: {', '.join(sorted(self.known))}"
+        )
+
+
+_KIO_MODULE = re.compile(r"(kio\.schema\.\w+)\.v\d+\.(\w+)")
+
+
+def _known_names(cls: type) -> frozenset[str]:
+    """The field names of ``cls`` in any version of its message.
+
+    kio generates ``kio.schema.<message>.v<N>.<request|response|data|header>``
+    with one class per entity per version, and a nested entity keeps its name
+    across versions, so the same name in the sibling modules is the same entity.
+    A class from anywhere else knows only its own fields.
+    """
+    names = {f.name for f in fields(cls)}
+    m = _KIO_MODULE.fullmatch(cls.__module__)
+    if m is None:
+        return frozenset(names)
+    package, kind = m[1], m[2]
+    for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+        if not re.fullmatch(r"v\d+", info.name):
+            continue
+        try:
+            module = importlib.import_module(f"{package}.{info.name}.{kind}")
+        except ModuleNotFoundError:
+            continue
+        other = vars(module).get(cls.__name__)
+        if isinstance(other, type) and is_dataclass(other) and other.__module__ == module.__name__:
+            names.update(f.name for f in fields(other))
+    return frozenset(names)
+
+
 @cache
-def _build_plan(cls: type) -> tuple[tuple, ...]:
+def _build_plan(cls: type) -> tuple[frozenset[str], tuple[tuple, ...]]:
+    """(the names ``build`` accepts for ``cls``, one (name, kind, ...) per field of it)."""
     plan = []
     for f in fields(cls):
         kind = classify_field(f)
         has_default = f.default is not MISSING or f.default_factory is not MISSING
         tagged = get_field_tag(f) is not None
         plan.append((f.name, kind, f.metadata.get("kafka_type"), is_optional(f) and not tagged, has_default))
-    return tuple(plan)
+    return _known_names(cls), tuple(plan)
 
 
 def build(cls: type, data: dict[str, Any] | Any) -> Any:
     """Build a kio entity of ``cls`` from a dict, recursively.
 
-    Keys the version lacks are ignored; fields the dict lacks take the schema's
-    default, or a zero value (0, "", empty array, nested zero entity).
+    Keys of other versions of the message are dropped; a key that is a field
+    of no version of it raises ``UnknownFieldError``, which names the path to
+    it. Fields the dict lacks take the schema's default, or a zero value (0,
+    "", empty array, nested zero entity). A dataclass of another class is read
+    as the dict of its fields.
     """
-    if is_dataclass(data) and not isinstance(data, type):
+    src = data
+    if type(data) is not dict and is_dataclass(data) and not isinstance(data, type):
         if type(data) is cls:
             return data
         data = {f.name: getattr(data, f.name) for f in fields(data)}
+    known, plan = _build_plan(cls)
+    if not known.issuperset(data):
+        key = next(k for k in data if k not in known)
+        raise UnknownFieldError(cls, key, known, src)
     kwargs = {}
-    for name, kind, kafka_type, optional, has_default in _build_plan(cls):
-        if name in data:
-            value = data[name]
-            if isinstance(kind, EntityTupleField):
-                value = None if value is None else tuple(build(kind.type_, v) for v in value)
-            elif isinstance(kind, EntityField):
-                value = None if value is None else build(kind.type_, value)
-            elif isinstance(kind, PrimitiveTupleField):
-                value = None if value is None else tuple(_convert_primitive(kafka_type, False, v) for v in value)
-            else:
-                value = _convert_primitive(kafka_type, optional, value)
-            kwargs[name] = value
-        elif not has_default:
-            kwargs[name] = _zero(kafka_type, kind, optional)
+    try:
+        for name, kind, kafka_type, optional, has_default in plan:
+            if name in data:
+                value = data[name]
+                if isinstance(kind, EntityTupleField):
+                    value = None if value is None else tuple(build(kind.type_, v) for v in value)
+                elif isinstance(kind, EntityField):
+                    value = None if value is None else build(kind.type_, value)
+                elif isinstance(kind, PrimitiveTupleField):
+                    value = None if value is None else tuple(_convert_primitive(kafka_type, False, v) for v in value)
+                else:
+                    value = _convert_primitive(kafka_type, optional, value)
+                kwargs[name] = value
+            elif not has_default:
+                kwargs[name] = _zero(kafka_type, kind, optional)
+    except UnknownFieldError as exc:
+        exc._nest(cls, name, data[name], src)
+        raise
     return cls(**kwargs)
+
+
+def drop_unknown(cls: type, data: dict[str, Any], only: frozenset[str] | set[str] | None = None) -> dict[str, Any]:
+    """A copy of ``data`` without the keys ``build`` would refuse, at every level.
+
+    With ``only``, just those names are dropped where unknown (the rest still
+    meet ``build``'s check). For a caller that fills generic fields everywhere
+    on purpose (the fault injector's error answers), never for a handler's answer.
+    """
+    known, plan = _build_plan(cls)
+    out = {k: v for k, v in data.items() if k in known or (only is not None and k not in only)}
+    for name, kind, _, _, _ in plan:
+        value = out.get(name)
+        if isinstance(value, dict) and isinstance(kind, EntityField):
+            out[name] = drop_unknown(kind.type_, value, only)
+        elif value is not None and isinstance(kind, EntityTupleField):
+            out[name] = [drop_unknown(kind.type_, v, only) if isinstance(v, dict) else v for v in value]
+    return out
 
 
 def to_dict(entity: Any) -> dict[str, Any]:

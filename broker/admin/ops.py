@@ -472,7 +472,6 @@ def reset_offsets(
         def body(v: int) -> dict:
             return {
                 "group_id": group,
-                "generation_id": -1,
                 "generation_id_or_member_epoch": -1,
                 "member_id": "",
                 "group_instance_id": None,

@@ -35,7 +35,6 @@ def _entry(name: str, value, source: int, *, read_only: bool = False) -> dict:
         "value": value,
         "read_only": read_only,
         "config_source": source,
-        "is_default": source == DEFAULT_CONFIG,
         "is_sensitive": False,
         "synonyms": [],
         "config_type": _type_of(name, value),

@@ -29,4 +29,6 @@ async def handle(ctx, req):
     key_type = getattr(req, "key_type", GROUP)
     if ctx.version >= 4:
         return {"throttle_time": 0, "coordinators": [_answer(ctx, key, key_type) for key in req.coordinator_keys or ()]}
-    return {"throttle_time": 0, **_answer(ctx, req.key, key_type)}
+    answer = _answer(ctx, req.key, key_type)
+    del answer["key"]  # v0-3 answer for the one key asked, without naming it
+    return {"throttle_time": 0, **answer}

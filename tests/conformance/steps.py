@@ -235,7 +235,7 @@ def list_groups(d: Driver, *, version: int = 5, states: list[str] | None = None,
 def commit_body(group: str, offsets: dict[str, dict[int, int]], *, generation: int = -1, member_id: str = "",
                 instance: str | None = None, metadata: str | None = "", leader_epoch: int = -1) -> dict:
     return {
-        "group_id": group, "generation_id_or_member_epoch": generation, "generation_id": generation, "member_id": member_id,
+        "group_id": group, "generation_id_or_member_epoch": generation, "member_id": member_id,
         "group_instance_id": instance, "retention_time": -1,
         "topics": [{"name": t, "partitions": [{"partition_index": p, "committed_offset": o, "committed_leader_epoch": leader_epoch,
                                                "committed_metadata": metadata} for p, o in parts.items()]}
@@ -366,8 +366,7 @@ def produce_summary(d: Driver, r) -> list:
 
 def list_offsets(d: Driver, topic: str, partitions: dict[int, int], *, version: int = 7, isolation: int = 0, leader_epoch: int = -1):
     body = {"replica_id": -1, "isolation_level": isolation,
-            "topics": [{"name": topic, "partitions": [{"partition_index": p, "timestamp": ts, "current_leader_epoch": leader_epoch,
-                                                       "max_num_offsets": 1} for p, ts in partitions.items()]}]}
+            "topics": [{"name": topic, "partitions": [{"partition_index": p, "timestamp": ts, "current_leader_epoch": leader_epoch} for p, ts in partitions.items()]}]}
     return d.req(LIST_OFFSETS, version, body)
 
 

@@ -15,18 +15,7 @@ from broker.coordinator.common import GroupConfig, Result
 from broker.coordinator.runtime import ACTIVE, ShardRuntime
 from protocol.group_records import OffsetCommitKey, OffsetCommitValue
 
-
-class StubLog:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict]] = []
-
-    def _add(self, event, **kw):
-        self.events.append((event, kw))
-
-    info = warning = error = exception = debug = _add
-
-    def bind(self, **_kw):
-        return self
+from .test_coordinator_classic import StubLog
 
 
 class MemoryLog:

@@ -370,7 +370,8 @@ class Faults:
             n = 0
             for conn in list(broker.connections):
                 req = conn.ctx.request if conn.ctx is not None else None
-                if client_id is not None and (req is None or req.client_id != client_id):
+                named = req.client_id if req is not None else conn.client_id
+                if client_id is not None and named != client_id:
                     continue
                 if listener is not None and (conn.listener is None or conn.listener.name != _upper(listener)):
                     continue

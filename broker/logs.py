@@ -8,10 +8,20 @@ import sys
 import structlog
 
 
+_level = logging.INFO
+
+
+def enabled(level: int) -> bool:
+    """Whether a log call at ``level`` would print: spares building a logger for nothing."""
+    return level >= _level
+
+
 def configure(fmt: str = "console", level: str = "info") -> None:
+    global _level
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         raise ValueError(f"unknown log level {level!r}")
+    _level = numeric
     renderer = (
         structlog.processors.JSONRenderer()
         if fmt == "json"

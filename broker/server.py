@@ -431,10 +431,22 @@ class Broker:
             self._trim_seen = due
 
 
+class _ConnectionLog:
+    """A handler's ``ctx.log``: the connection's logger, bound only when something is logged."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+
+    def __getattr__(self, name):
+        return getattr(self.conn.log, name)
+
+
 class KafkaConnection(asyncio.Protocol):
     __slots__ = (
         "broker", "listener", "transport", "proto", "queue", "task", "waiter", "linger", "ctx", "paused", "closing", "draining",
-        "held", "seen", "ip", "_peer", "_log",
+        "held", "seen", "ip", "software", "client_id", "_peer", "_log",
     )  # fmt: skip
 
     def __init__(self, broker: Broker, listener: Listener | None = None) -> None:
@@ -455,8 +467,10 @@ class KafkaConnection(asyncio.Protocol):
         self.held = 0  # bytes held for requests: the frame being received, queued and in-flight requests
         self.seen = 0.0  # when the last request was answered (or the connection made): for the idle sweep
         self.ip: str | None = None  # counted in broker.per_ip under this address
+        self.software: str | None = None  # KIP-511: the client's software name/version, once it said
+        self.client_id: str | None = None  # as its last request named it (fault injection matches on it)
         self._peer: str | None = None
-        self._log = None
+        self._log = None  # bound on first use: most connections never log
 
     @property
     def peer(self) -> str:
@@ -473,12 +487,18 @@ class KafkaConnection(asyncio.Protocol):
     def log(self):
         bound = self._log
         if bound is None:
-            bound = self._log = log.bind(peer=self.peer)
+            software = self.software
+            bound = self._log = log.bind(peer=self.peer, client_software=software) if software else log.bind(peer=self.peer)
         return bound
 
     @log.setter
     def log(self, value) -> None:
         self._log = value
+
+    def identify(self, software: str) -> None:
+        """The client named its software (ApiVersions v3+): later log lines carry it."""
+        self.software = software
+        self._log = None
 
     @property
     def reading(self) -> bool:
@@ -635,7 +655,7 @@ class KafkaConnection(asyncio.Protocol):
         queue = self.queue
         broker = self.broker
         if self.ctx is None:
-            self.ctx = RequestContext(broker, self, self.log)
+            self.ctx = RequestContext(broker, self, _ConnectionLog(self))
         try:
             while True:
                 while queue:
@@ -697,6 +717,12 @@ class KafkaConnection(asyncio.Protocol):
                 self.waiter = None
                 if not queue:
                     self.queue = None
+                    ctx = self.ctx
+                    if ctx is not None and not self.closing:  # quiet: the context is made again on the next request
+                        request = ctx.request
+                        if request is not None:
+                            self.client_id = request.client_id
+                        self.ctx = None
                     proto = self.proto
                     if proto is not None and not proto._frames.in_frame:
                         self.proto = None  # quiet: the decoder is made again on the next byte

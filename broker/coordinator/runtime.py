@@ -111,6 +111,21 @@ def _chunks(records: list, limit: int):
         yield chunk
 
 
+class _BatchFuture(asyncio.Future):
+    """The future of one append, awaited by every request riding in it.
+
+    It refuses cancellation: a task awaiting a future cancels it when the task
+    is cancelled (a client hanging up), which would end every other request of
+    the batch without an answer. The cancelled task ends when the batch does.
+    Cheaper than ``asyncio.shield``, which costs a future and two callbacks a wait.
+    """
+
+    __slots__ = ()
+
+    def cancel(self, msg=None) -> bool:
+        return False
+
+
 class ShardRuntime:
     def __init__(self, index: int, partition, config: GroupConfig, *, fsync_always: bool, log, clock_ms: Callable[[], int] = _now_ms, metadata=None,
                  watch: LoopWatch | None = None, publisher=None) -> None:
@@ -210,9 +225,7 @@ class ShardRuntime:
             # the member's own future: answered by the group logic, after its records are durable
             return await response
         if waiter is not None:
-            # the batch's future is shared by every request riding in it: shielded, so a
-            # client hanging up (its task cancelled) cannot cancel it for the others
-            await asyncio.shield(waiter)
+            await waiter  # a _BatchFuture: a client hanging up cannot cancel it for the others
         return response
 
     async def read(self, op: Callable[[GroupShard], object]):
@@ -224,7 +237,7 @@ class ShardRuntime:
         """Wait until everything written so far is durable (require_stable reads)."""
         self._check_active()
         if self._batch_future is not None:
-            await asyncio.shield(self._batch_future)
+            await self._batch_future
 
     def _check_active(self) -> None:
         if self.state == LOADING:
@@ -248,7 +261,7 @@ class ShardRuntime:
             if result.records:
                 self._pending_records.extend(result.records)
             if self._batch_future is None:
-                self._batch_future = self.loop.create_future()
+                self._batch_future = _BatchFuture(loop=self.loop)
             if self._flush_handle is None:
                 self._flush_handle = self.loop.call_later(self.config.append_linger_ms / 1000, self._flush)
         return self._batch_future

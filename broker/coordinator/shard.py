@@ -174,7 +174,9 @@ class GroupShard:
         timers = self.timers
         self.groups.journal = timers.journal = current.journal
         try:
-            result = merge_results(op(self))
+            result = op(self)
+            if type(result) is not Result:
+                result = merge_results(result)
         except BaseException:
             self.groups.journal = timers.journal = None
             self._rollback(current.journal)

@@ -12,7 +12,7 @@ left out is listed in ``docs/SKIPPED.md``.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 _MODULES = (
@@ -53,7 +53,7 @@ def supported_versions() -> dict[int, tuple[int, int]]:
     return {key: mod.VERSIONS for key, mod in HANDLERS.items()}
 
 
-@dataclass
+@dataclass(slots=True)
 class RequestContext:
     """What a handler may look at: the broker, its connection, the request."""
 
@@ -61,7 +61,7 @@ class RequestContext:
     conn: Any
     log: Any
     request: Any = None
-    client_software: dict = field(default_factory=dict)
+    client_software: dict | None = None
 
     @property
     def cluster(self):

@@ -7,7 +7,11 @@ client's software name and version, which go into the connection's log
 context.
 """
 
+from logging import DEBUG
+
 from protocol.errors import ErrorCode
+
+from ..logs import enabled
 
 API_KEY = 18
 NAME = "ApiVersions"
@@ -26,8 +30,9 @@ async def handle(ctx, req):
     if name:
         sw_version = getattr(req, "client_software_version", None)
         ctx.client_software = {"name": name, "version": sw_version}
-        ctx.log = ctx.conn.log = ctx.conn.log.bind(client_software=f"{name}/{sw_version}")
-        ctx.log.debug("client identified", client_id=ctx.request.client_id)
+        ctx.conn.identify(f"{name}/{sw_version}")
+        if enabled(DEBUG):  # binding a logger costs memory on every connection: only when it prints
+            ctx.log.debug("client identified", client_id=ctx.request.client_id)
     return {
         "error_code": ErrorCode.none,
         "api_keys": _api_keys(ctx),

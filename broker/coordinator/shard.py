@@ -53,6 +53,7 @@ from .offsets import (
 RETENTION_TIMER = "offsets-retention"
 
 _MISSING = object()
+_NO_OFFSETS: dict = {}
 _RECORD, _GROUP, _STATE = 0, 1, 2  # journal entries: a record's prior value, a groups entry, a classic group's state
 
 
@@ -198,8 +199,15 @@ class GroupShard:
         if op is None:
             raise RuntimeError("records are written only by an operation (GroupShard.run)")
         if apply:
-            op.journal.append(self._prior(key))
-            self.replay(key, value)
+            if type(key) is OffsetCommitKey:  # the hot path (OffsetCommit): _prior and replay, inlined
+                offsets = self.offsets
+                op.journal.append((_RECORD, key, offsets.latest.get(key.group, _NO_OFFSETS).get((key.topic, key.partition))))
+                offsets.replay(key, value)
+                if value is not None and key.group not in self.groups:
+                    self.groups[key.group] = ClassicGroup(key.group)  # a "simple" group
+            else:
+                op.journal.append(self._prior(key))
+                self.replay(key, value)
         op.records.append((key, value))
 
     def write(self, out) -> None:

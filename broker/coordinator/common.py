@@ -194,8 +194,8 @@ class Timers:
                 continue
             _, fn, lost_at_arm, delay, given, _ = live
             lost = min(lost_now - lost_at_arm, delay)
-            if self.journal is not None:
-                self.journal.append((TIMER, key, live))
+            # not journaled: a timer that fired stays consumed even if its operation is rolled
+            # back (a callback that raises is a bug; firing it again at once would spin the loop)
             if lost > 0 and not given:
                 seq2 = next(self._seq)
                 self._live[key] = (seq2, fn, lost_at_arm, delay, True, now + lost)

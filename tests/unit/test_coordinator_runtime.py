@@ -129,3 +129,27 @@ def test_a_failed_append_answers_with_an_error_and_never_shows_the_write(loop):
     assert error.code is ErrorCode.not_coordinator
     assert rt.state == LOADING  # rebuilt from the log, which never got the record
     assert "g" not in rt.shard.offsets.committed and "g" not in rt.shard.offsets.latest
+
+
+def test_a_timer_whose_callback_raises_is_consumed_not_refired(loop):
+    """A failing timer operation is rolled back, but the timer that fired stays consumed:
+    restoring it (its deadline past) would fire it again at once, for ever."""
+    log = MemoryLog()
+    calls = []
+
+    async def run():
+        rt = active_runtime(log)
+
+        def broken():
+            calls.append(1)
+            raise RuntimeError("timer bug")
+
+        rt.shard.timers.schedule("broken", 0, broken)
+        rt._arm_timer(rt.shard.timers.next_deadline())
+        for _ in range(5):  # a few loop turns: a re-armed past-due timer would fire on each
+            await asyncio.sleep(0.01)
+        return rt
+
+    rt = loop.run_until_complete(run())
+    assert calls == [1]
+    assert not rt.shard.timers.is_scheduled("broken")

@@ -215,7 +215,8 @@ class ShardRuntime:
 
         The operation runs at once, atomically (``GroupShard.run``): a coordinator
         error it raises reaches the caller with nothing written. A failed append
-        raises the error of ``errors.for_exception`` for every request in the batch.
+        fails every request of the batch: NOT_COORDINATOR for a storage error (as
+        ``errors.for_exception`` maps it), UNKNOWN_SERVER_ERROR for a bug.
         """
         self._check_active()
         result = self.shard.run(op)

@@ -7,9 +7,9 @@ record into state for live writes and start-up loading alike; a live write
 applies its records as it emits them (``emit``), so the rest of the same
 operation sees them, and journals what each one replaced. An operation that
 raises is rolled back from that journal: its records are un-applied in
-reverse, the groups it added, replaced or removed and the timers it armed,
-cancelled or fired are put back, and nothing of it is written. (Kafka gets
-the same from its timeline data structures.)
+reverse, the groups it added, replaced or removed and the timers it armed or
+cancelled are put back, and nothing of it is written (a timer that fired stays
+consumed). Kafka gets the same from its timeline data structures.
 
 The in-memory side of classic groups (members awaiting a join, parked
 responses) is not made of records, in Kafka as here: classic operations
@@ -226,9 +226,7 @@ class GroupShard:
             self.settled_events.append(event)
 
     def _prior(self, key) -> tuple:
-        """What undoes replaying ``key``: its value as the state stands."""
-        if isinstance(key, OffsetCommitKey):
-            return _RECORD, key, self.offsets.latest.get(key.group, {}).get((key.topic, key.partition))
+        """What undoes replaying ``key`` (not an offset: ``emit`` journals those itself)."""
         if isinstance(key, GroupMetadataKey):
             group = self.groups.get(key.group)
             return _STATE, group, group.state if group is not None else None

@@ -71,6 +71,14 @@ class GroupEvent:
         return {"event": self.event, "ts": self.ts_ms / 1000.0, "group": self.group, **self.fields}
 
 
+def _call_all(callbacks: list) -> Callable:
+    def call(*args) -> None:
+        for fn in callbacks:
+            fn(*args)
+
+    return call
+
+
 def merge_results(out) -> Result:
     """One Result from what an operation returned: a Result, None, or a list of
     Results and bare records (timer callbacks and the classic phase helpers)."""
@@ -90,9 +98,9 @@ def merge_results(out) -> Result:
         else:
             result.records.append(item)
     if commits:
-        result.on_commit = commits[0] if len(commits) == 1 else (lambda: [fn() for fn in commits] and None)
+        result.on_commit = commits[0] if len(commits) == 1 else _call_all(commits)
     if failures:
-        result.on_failure = failures[0] if len(failures) == 1 else (lambda err: [fn(err) for fn in failures] and None)
+        result.on_failure = failures[0] if len(failures) == 1 else _call_all(failures)
     return result
 
 

@@ -189,13 +189,12 @@ class Migration:
         self.maybe_downgrade(group)
         return ErrorCode.none, results, []
 
-    def drop_empty(self, group: ConsumerGroup) -> list:
+    def drop_empty(self, group: ConsumerGroup) -> None:
         """Offline conversion: an empty consumer group goes before a classic JoinGroup."""
         consumer = self.consumer
         consumer.delete_group_records(group)
         self.shard.groups.pop(group.group_id, None)
         self.shard.event("group converted", group.group_id, to="classic", mode="offline")
-        return []
 
     # ================================================================ upgrade
     def upgrade(self, classic: ClassicGroup, p: HeartbeatParams) -> ConsumerGroup:
@@ -281,13 +280,12 @@ class Migration:
             return False
         return self._policy_allows("downgrade") and len(others) <= self.config.group_max_size
 
-    def maybe_downgrade(self, group: ConsumerGroup) -> list:
+    def maybe_downgrade(self, group: ConsumerGroup) -> None:
         """After a member left: back to classic if only classic members remain."""
-        if not group.members or not self.can_downgrade_without(group, ""):
-            return []
-        return self.downgrade(group)
+        if group.members and self.can_downgrade_without(group, ""):
+            self.downgrade(group)
 
-    def downgrade(self, group: ConsumerGroup, leaving_id: str | None = None) -> list:
+    def downgrade(self, group: ConsumerGroup, leaving_id: str | None = None) -> None:
         """Kafka's convertToClassicGroup for a leaving or fenced member (which is not fenced first):
         generation = the group epoch, each remaining member's assignment = its target assignment,
         consumer-group tombstones then the classic group record, then a classic rebalance."""
@@ -326,7 +324,6 @@ class Migration:
         for m in classic.members.values():
             self.shard.classic._schedule_heartbeat(classic, m)
         self.shard.write(self.shard.classic.prepare_rebalance(classic, "Group converted back to classic: the last consumer-protocol member left"))
-        return []
 
 
 __all__ = ["Migration", "uuid"]

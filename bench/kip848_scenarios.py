@@ -188,7 +188,7 @@ class Tracker:
 # =========================================================================== KIP-848 member
 class K848Member:
     __slots__ = ("sim", "conn", "member_id", "epoch", "owned", "sent_owned", "pending_owned", "inflight", "timer", "tpl",
-                 "last_tail", "active", "t_first", "t_join", "left", "rejoins", "sent", "t_answer")
+                 "last_tail", "active", "t_first", "t_join", "left", "rejoins", "sent", "t_answer", "given")
 
     def __init__(self, sim: K848Sim, conn: Conn) -> None:
         self.sim = sim
@@ -209,6 +209,13 @@ class K848Member:
         self.rejoins = 0
         self.sent = 0
         self.t_answer: float | None = None
+        self.given: float | None = None  # the heartbeat interval of the broker's last answer (s)
+
+    @property
+    def interval(self) -> float:
+        """The broker's interval, as real clients adopt it, except while the group forms (see ``K848Sim.form``)."""
+        sim = self.sim
+        return sim.interval if sim.forming or self.given is None else self.given
 
     def schedule(self, delay: float) -> None:
         if self.timer is not None:
@@ -261,10 +268,15 @@ class K848Member:
         tail = payload[4:]
         if tail == self.last_tail:
             if self.active:
-                self.schedule(sim.interval)
+                self.schedule(self.interval)
             return
         resp = decode_response(CGH, CGH_V, payload)
         now = perf()
+        if resp.heartbeat_interval is not None:
+            given = resp.heartbeat_interval
+            given = given.total_seconds() if hasattr(given, "total_seconds") else given / 1000
+            if given > 0:
+                self.given = given
         if resp.error_code != ErrorCode.none:
             sim.tracker.errors[f"ConsumerGroupHeartbeat {resp.error_code.name}"] += 1
             self.last_tail = None
@@ -277,7 +289,7 @@ class K848Member:
                 if self.active:
                     self.heartbeat()
             elif self.active:
-                self.schedule(sim.interval)
+                self.schedule(self.interval)
             return
         self.sent_owned = self.pending_owned
         self.epoch = resp.member_epoch
@@ -300,9 +312,9 @@ class K848Member:
         if act:
             self.heartbeat()  # acknowledge at once: the owned list changed
         elif sim.first_phase.pop(self, False):
-            self.schedule(random.uniform(0, sim.interval))
+            self.schedule(random.uniform(0, self.interval))
         else:
-            self.schedule(sim.interval)
+            self.schedule(self.interval)
 
     async def leave(self) -> None:
         self.active = False
@@ -337,6 +349,7 @@ class K848Sim:
         self.max_epoch = 0
         self.first_phase: dict = {}
         self.stopped = False
+        self.forming = False
 
     async def form(self, n: int, wave: int = 25, interval: float = 600.0) -> None:
         """Members join ``wave`` at a time, each wave once the previous one's joins are answered.
@@ -352,6 +365,7 @@ class K848Sim:
         Afterwards every member heartbeats at the benchmark's interval.
         """
         short, self.interval = self.interval, interval
+        self.forming = True
         self.members = [K848Member(self, c) for c in self.conns[:n]]
         for i in range(0, n, wave):
             batch = self.members[i : i + wave]
@@ -364,6 +378,7 @@ class K848Sim:
                     raise RuntimeError(f"{self.group}: joins unanswered after 120 s; errors {dict(self.tracker.errors)}")
                 await asyncio.sleep(0.002)
         self.interval = short
+        self.forming = False
         self.rephase()
         await self.settled()
 

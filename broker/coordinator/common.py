@@ -29,6 +29,9 @@ class GroupConfig:
     append_linger_ms: int = 5  # group.coordinator.append.linger.ms
     group_consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     group_consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    # kafkalite's own: the interval handed to a member that waits for partitions or must revoke some
+    # (docs/configuration.md, "Hand-over"); the plain interval (or more) turns it off
+    group_consumer_pending_heartbeat_interval_ms: int = 100
     group_consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
     group_consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy

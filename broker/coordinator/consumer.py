@@ -35,7 +35,8 @@ from protocol.group_records import (
     TopicPartitions,
 )
 
-from .assignors import ASSIGNORS, GroupSpec, MemberSubscription, choose_assignor
+from .assignors import ASSIGNORS, GroupSpec, MemberSubscription, UniformAssignor, choose_from_counts
+from .assignors.uniform import rebalance_homogeneous
 from .classic_group import EMPTY as CLASSIC_EMPTY
 from .classic_group import ClassicGroup
 from .common import CoordinatorError, Result
@@ -49,6 +50,7 @@ from .consumer_group import (
 )
 
 LEAVE_EPOCH = -1
+PENDING_HEARTBEATS_PER_S = 1000  # a group's waiting members, together, on the pending interval
 STATIC_LEAVE_EPOCH = -2
 
 
@@ -211,7 +213,7 @@ class ConsumerGroups:
             "error_message": None,
             "member_id": member.member_id,
             "member_epoch": member.member_epoch,
-            "heartbeat_interval": self.config.group_consumer_heartbeat_interval_ms,
+            "heartbeat_interval": self.heartbeat_interval(group, member),
             "assignment": None,
         }
         if p.member_epoch == 0 or full or member.assigned != old_assigned:
@@ -219,6 +221,18 @@ class ConsumerGroups:
         if member.member_epoch != before_epoch or member.assigned != old_assigned:
             self._note_member(group, member, old_assigned)
         return response
+
+    def heartbeat_interval(self, group: ConsumerGroup, member: ConsumerMember) -> int:
+        """The interval to hand ``member``: the configured one, or, while it waits for partitions or must
+        revoke some, the pending interval, so that a released partition reaches its new owner without
+        waiting a whole interval. The group's waiting members together heartbeat at most
+        ``PENDING_HEARTBEATS_PER_S`` times a second on the shorter interval (a big group rebalancing
+        at once stays on the plain interval)."""
+        plain = self.config.group_consumer_heartbeat_interval_ms
+        short = self.config.group_consumer_pending_heartbeat_interval_ms
+        if member.state == STABLE or short >= plain:
+            return plain
+        return min(plain, max(short, group.waiting * 1000 // PENDING_HEARTBEATS_PER_S))
 
     def _update_and_reconcile(self, group: ConsumerGroup, member: ConsumerMember, p: HeartbeatParams, *, is_new: bool, replaced: bool, classic=None) -> None:
         """Steps 4 to 6 of a heartbeat: member fields, group epoch, target, reconciliation."""
@@ -329,7 +343,7 @@ class ConsumerGroups:
         return member, False, False
 
     def _add_member(self, group: ConsumerGroup, member: ConsumerMember) -> ConsumerMember:
-        group.members[member.member_id] = member
+        group.add_member(member)
         if member.instance_id is not None:
             group.static_members[member.instance_id] = member.member_id
         member.waiting_since_ms = self.now()
@@ -470,6 +484,21 @@ class ConsumerGroups:
     # ================================================================ target assignment
     def _update_target(self, group: ConsumerGroup) -> None:
         meta = self.shard.metadata
+        name = choose_from_counts(group.assignor_votes)
+        t0 = time.perf_counter()
+        changes = self._target_changes(group, meta) if name == UniformAssignor.name else None
+        path = "incremental"
+        if changes is None:
+            changes, path = self._full_target(group, meta, name), "full"
+        cost_ms = (time.perf_counter() - t0) * 1000
+        for mid, by_id in changes.items():
+            self._write_target(group, mid, by_id)
+        self._emit(ConsumerGroupTargetAssignmentMetadataKey(group.group_id), ConsumerGroupTargetAssignmentMetadataValue(group.group_epoch))
+        self.shard.event("target assignment computed", group.group_id, epoch=group.group_epoch, assignor=name, members=len(group.members),
+                         members_changed=len(changes), assignor_ms=round(cost_ms, 2), path=path)
+
+    def _full_target(self, group: ConsumerGroup, meta, name: str) -> dict[str, Assignment]:
+        """The assignor run over the whole group: the members whose target changes, with their new target."""
         members = {}
         topic_counts: dict[str, int] = {}
         for m in group.members.values():
@@ -482,18 +511,64 @@ class ConsumerGroups:
             for mid, asg in group.target.items()
             if mid in members
         }
-        name = choose_assignor(m.server_assignor for m in group.members.values())
-        t0 = time.perf_counter()
         result = ASSIGNORS[name].assign(GroupSpec(members, current), topic_counts)
-        cost_ms = (time.perf_counter() - t0) * 1000
-        changed = 0
+        changes = {}
         for mid in members:
             by_id = {meta.by_name[t][0]: frozenset(parts) for t, parts in result.get(mid, {}).items() if parts}
             if by_id != group.target.get(mid, {}):
-                self._write_target(group, mid, by_id)
-                changed += 1
-        self._emit(ConsumerGroupTargetAssignmentMetadataKey(group.group_id), ConsumerGroupTargetAssignmentMetadataValue(group.group_epoch))
-        self.shard.event("target assignment computed", group.group_id, epoch=group.group_epoch, assignor=name, members=len(members), members_changed=changed, assignor_ms=round(cost_ms, 2))
+                changes[mid] = by_id
+        return changes
+
+    def _target_changes(self, group: ConsumerGroup, meta) -> dict[str, Assignment] | None:
+        """The uniform assignor's homogeneous case from what changed (``rebalance_homogeneous``), or None when
+        the group is not in that case: members subscribed differently, or a target that is not clean (a
+        partition held twice, a topic deleted or unsubscribed, a member's target without the member).
+        Walks no member that keeps its target; the checks that do look at every member run in C."""
+        subs = group.subscriptions
+        if len(subs) != 1 or len(group.members) != next(iter(subs.values())):
+            return None
+        index = group.target_index
+        if index.doubles or index.orphans:
+            return None
+        names, regex = next(iter(subs))
+        wanted = set(names)
+        if regex is not None:
+            resolved = group.regexes.get(regex)
+            if resolved is not None:
+                wanted.update(resolved[0])
+        topic_names = sorted(t for t in wanted if t in meta.by_name)
+        if not topic_names:
+            return None
+        ids = {meta.by_name[t][0]: t for t in topic_names}
+        counts = {t: meta.by_name[t][1] for t in topic_names}
+        if not index.per_topic.keys() <= ids.keys():
+            return None
+        claimed = 0
+        for tid, t in ids.items():
+            held = index.per_topic.get(tid, 0)
+            if held > counts[t]:
+                return None
+            claimed += held
+        total = sum(counts.values())
+        unclaimed: list[tuple[str, int]] = []
+        if claimed < total:
+            claims = index.claims
+            for tid, t in ids.items():
+                if index.per_topic.get(tid, 0) < counts[t]:
+                    unclaimed.extend((t, p) for p in range(counts[t]) if (tid, p) not in claims)
+            if len(unclaimed) != total - claimed:
+                return None  # some target holds a partition past its topic's end
+        buckets: dict = index.buckets
+        if index.untargeted:
+            buckets = dict(buckets)
+            buckets[0] = buckets.get(0, set()) | index.untargeted
+        target = group.target
+
+        def current_of(member_id: str) -> dict[str, frozenset[int]]:
+            return {ids[tid]: parts for tid, parts in target.get(member_id, {}).items()}
+
+        result = rebalance_homogeneous(topic_names, counts, buckets, unclaimed, current_of)
+        return {mid: {meta.by_name[t][0]: frozenset(parts) for t, parts in asg.items() if parts} for mid, asg in result.items()}
 
     # ================================================================ reconciliation
     def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None) -> None:

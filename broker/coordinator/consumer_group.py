@@ -41,8 +41,10 @@ class ConsumerMember:
     has_metadata: bool = False  # a MemberMetadata record was replayed
     # since when the member has not held its full target (for the rebalance event)
     waiting_since_ms: int | None = None
-    # the subscription as counted in the group's topic_users / regex_users
+    # the subscription as counted in the group's topic_users / regex_users / subscriptions
     counted: tuple | None = None
+    # the server assignor as counted in the group's assignor_votes
+    voted: str | None = None
 
     @property
     def uses_classic_protocol(self) -> bool:
@@ -69,6 +71,10 @@ class ConsumerGroup:
     topic_users: Counter = field(default_factory=Counter)  # topic name -> members subscribed by name
     regex_users: Counter = field(default_factory=Counter)  # regex -> members using it
     subscription_version: int = 0  # moves whenever any of the above or a regex's resolution changes
+    subscriptions: Counter = field(default_factory=Counter)  # (topic names, regex) -> members subscribed so
+    assignor_votes: Counter = field(default_factory=Counter)  # server assignor -> members naming it
+    target_index: TargetIndex = field(default_factory=lambda: TargetIndex())
+    waiting: int = 0  # members whose state is not STABLE (partitions to revoke or to wait for)
     hash_cache: tuple = (-1, -1, 0)  # (subscription_version, metadata version, hash)
     _names_cache: tuple = (-1, frozenset())
 
@@ -108,6 +114,7 @@ class ConsumerGroup:
         self.topic_users.update(counted[0])
         if regex is not None:
             self.regex_users[regex] += 1
+        self.subscriptions[counted] += 1
         member.counted = counted
         self.subscription_version += 1
 
@@ -123,7 +130,43 @@ class ConsumerGroup:
             self.regex_users[regex] -= 1
             if self.regex_users[regex] <= 0:
                 del self.regex_users[regex]
+        _decrement(self.subscriptions, member.counted)
         member.counted = None
+
+    def set_assignor(self, member: ConsumerMember, name: str | None) -> None:
+        """A member's server assignor as replayed: the group's votes follow it."""
+        member.server_assignor = name
+        if member.voted == name:
+            return
+        if member.voted is not None:
+            _decrement(self.assignor_votes, member.voted)
+        if name is not None:
+            self.assignor_votes[name] += 1
+        member.voted = name
+
+    def set_target(self, member_id: str, assignment: Assignment | None) -> None:
+        """A member's target assignment as replayed (None: removed); the target index follows it."""
+        index = self.target_index
+        if assignment is None:
+            old = self.target.pop(member_id, None)
+            index.orphans.discard(member_id)
+            if member_id in self.members:
+                index.untargeted.add(member_id)
+        else:
+            old = self.target.get(member_id)
+            self.target[member_id] = assignment
+            index.untargeted.discard(member_id)
+            if member_id not in self.members:
+                index.orphans.add(member_id)
+        index.update(member_id, old, assignment)
+
+    def add_member(self, member: ConsumerMember) -> ConsumerMember:
+        self.members[member.member_id] = member
+        if member.member_id in self.target:
+            self.target_index.orphans.discard(member.member_id)
+        else:
+            self.target_index.untargeted.add(member.member_id)
+        return member
 
     def is_subscribed(self, topic: str) -> bool:
         return topic in self.subscribed_topic_names()
@@ -142,6 +185,7 @@ class ConsumerGroup:
     # -- replay helpers -----------------------------------------------------
     def set_current(self, member: ConsumerMember, epoch: int, previous: int, state: int, assigned: Assignment, pending: Assignment) -> None:
         self._drop_epochs(member)
+        self.waiting += (state != STABLE) - (member.state != STABLE)
         member.member_epoch, member.previous_member_epoch, member.state = epoch, previous, state
         member.assigned, member.pending_revocation = assigned, pending
         for source in (assigned, pending):
@@ -159,8 +203,13 @@ class ConsumerGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return
+        self.target_index.untargeted.discard(member_id)
+        if member_id in self.target:
+            self.target_index.orphans.add(member_id)
         self._drop_epochs(member)
+        self.waiting -= member.state != STABLE
         self._uncount(member)
+        self.set_assignor(member, None)
         self.subscription_version += 1
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
             del self.static_members[member.instance_id]
@@ -168,5 +217,80 @@ class ConsumerGroup:
     def get_or_add_member(self, member_id: str) -> ConsumerMember:
         member = self.members.get(member_id)
         if member is None:
-            member = self.members[member_id] = ConsumerMember(member_id)
+            member = self.add_member(ConsumerMember(member_id))
         return member
+
+
+def _decrement(counter: Counter, key) -> None:
+    counter[key] -= 1
+    if counter[key] <= 0:
+        del counter[key]
+
+
+_NOTHING: frozenset[int] = frozenset()
+
+
+class TargetIndex:
+    """The group's target assignment counted, kept up to date by replay (``ConsumerGroup.set_target``).
+
+    ``buckets`` maps a partition count to the members whose target holds that many (members with a
+    target only); ``claims`` counts the members holding each (topic id, partition) in their target,
+    ``per_topic`` the distinct partitions of a topic held, and ``doubles`` the partitions held by
+    more than one member (between the records of one computation, or after a bad log);
+    ``untargeted`` are the members without a target, ``orphans`` the targets without a member. The uniform
+    assignor's incremental path (``ConsumerGroups._update_target``) reads it instead of walking
+    every member.
+    """
+
+    __slots__ = ("count", "buckets", "claims", "per_topic", "doubles", "untargeted", "orphans")
+
+    def __init__(self) -> None:
+        self.count: dict[str, int] = {}
+        self.buckets: dict[int, set[str]] = {}
+        self.claims: dict[tuple[uuid.UUID, int], int] = {}
+        self.per_topic: Counter = Counter()
+        self.doubles = 0
+        self.untargeted: set[str] = set()
+        self.orphans: set[str] = set()
+
+    def update(self, member_id: str, old: Assignment | None, new: Assignment | None) -> None:
+        """``member_id``'s target went from ``old`` to ``new`` (None: it has none)."""
+        before_all, after_all = old or {}, new or {}
+        for tid in before_all.keys() | after_all.keys():
+            before, after = before_all.get(tid, _NOTHING), after_all.get(tid, _NOTHING)
+            if before is after:
+                continue
+            for p in before - after:
+                self._release(tid, p)
+            for p in after - before:
+                self._claim(tid, p)
+        previous = self.count.pop(member_id, None)
+        if previous is not None:
+            members = self.buckets[previous]
+            members.discard(member_id)
+            if not members:
+                del self.buckets[previous]
+        if new is not None:
+            count = sum(len(parts) for parts in new.values())
+            self.count[member_id] = count
+            self.buckets.setdefault(count, set()).add(member_id)
+
+    def _claim(self, tid: uuid.UUID, p: int) -> None:
+        key = (tid, p)
+        n = self.claims.get(key, 0)
+        self.claims[key] = n + 1
+        if n == 0:
+            self.per_topic[tid] += 1
+        elif n == 1:
+            self.doubles += 1
+
+    def _release(self, tid: uuid.UUID, p: int) -> None:
+        key = (tid, p)
+        n = self.claims[key]
+        if n == 1:
+            del self.claims[key]
+            _decrement(self.per_topic, tid)
+        else:
+            self.claims[key] = n - 1
+            if n == 2:
+                self.doubles -= 1

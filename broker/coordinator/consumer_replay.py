@@ -58,7 +58,7 @@ def replay_consumer(groups: dict, key, value) -> None:
         elif isinstance(key, ConsumerGroupMemberMetadataKey):
             group.remove_member(key.member_id)
         elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
-            group.target.pop(key.member_id, None)
+            group.set_target(key.member_id, None)
         elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
             member = group.members.get(key.member_id)
             if member is not None:
@@ -84,7 +84,7 @@ def replay_consumer(groups: dict, key, value) -> None:
         m.client_host = value.client_host
         group.set_subscription(m, list(value.subscribed_topic_names), value.subscribed_topic_regex)
         m.rebalance_timeout_ms = value.rebalance_timeout_ms
-        m.server_assignor = value.server_assignor
+        group.set_assignor(m, value.server_assignor)
         m.classic = value.classic_member_metadata
         m.has_metadata = True
         if m.instance_id is not None:
@@ -92,7 +92,7 @@ def replay_consumer(groups: dict, key, value) -> None:
     elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
         group.assignment_epoch = value.assignment_epoch
     elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
-        group.target[key.member_id] = from_topic_partitions(value.topic_partitions)
+        group.set_target(key.member_id, from_topic_partitions(value.topic_partitions))
     elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
         m = group.get_or_add_member(key.member_id)
         group.set_current(

@@ -118,7 +118,7 @@ class Harness:
         """Counts kept incrementally match the members themselves."""
         from collections import Counter
 
-        from broker.coordinator.consumer_group import ConsumerGroup
+        from broker.coordinator.consumer_group import ConsumerGroup, TargetIndex
 
         for g in self.shard.groups.values():
             if isinstance(g, ClassicGroup):
@@ -131,6 +131,18 @@ class Harness:
                 for regex in by_regex:
                     naive |= set(g.regexes.get(regex, (frozenset(),))[0])
                 assert g.subscribed_topic_names() == naive, g.group_id
+                assert dict(g.subscriptions) == dict(Counter(m.counted for m in g.members.values() if m.counted is not None)), g.group_id
+                assert all(m.counted == (frozenset(m.subscribed_topic_names), m.subscribed_topic_regex) for m in g.members.values() if m.counted), g.group_id
+                assert dict(g.assignor_votes) == dict(Counter(m.server_assignor for m in g.members.values() if m.server_assignor is not None)), g.group_id
+                fresh = TargetIndex()
+                for mid, asg in g.target.items():
+                    fresh.update(mid, None, asg)
+                index = g.target_index
+                assert (index.count, index.buckets, index.claims, dict(index.per_topic), index.doubles) == (
+                    fresh.count, fresh.buckets, fresh.claims, dict(fresh.per_topic), fresh.doubles), g.group_id
+                assert index.untargeted == g.members.keys() - g.target.keys(), g.group_id
+                assert g.waiting == sum(1 for m in g.members.values() if m.state != 0), g.group_id
+                assert index.orphans == g.target.keys() - g.members.keys(), g.group_id
 
     def commit_held(self) -> None:
         while self.held:

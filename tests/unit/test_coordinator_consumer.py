@@ -896,3 +896,36 @@ def test_a_failed_first_heartbeat_leaves_no_group_behind(h):
     _fail_reconcile(h)
     assert h.join("a")["error_code"] == E.fenced_member_epoch
     assert G not in h.shard.groups and h.durable == [] and len(h.shard.timers) == 0
+
+
+# =========================================================================== hand-over: the pending heartbeat interval
+def test_members_mid_hand_over_get_the_pending_interval_and_the_plain_one_once_reconciled(h):
+    assert h.join("a")["heartbeat_interval"] == 5000  # holds its whole target at once
+    resp = h.join("b")
+    assert (h.member("b").state, resp["heartbeat_interval"]) == (UNRELEASED_PARTITIONS, 100)  # waits for a's partitions
+    ea = h.member("a").member_epoch
+    resp = h.hb("a", ea, owned=h.assigned("a"))
+    assert (h.member("a").state, resp["heartbeat_interval"]) == (UNREVOKED_PARTITIONS, 100)  # must revoke
+    resp = h.hb("a", ea, owned=h.assigned("a"))
+    assert (h.member("a").state, resp["heartbeat_interval"]) == (STABLE, 5000)  # revoked: reconciled
+    resp = h.hb("b", h.member("b").member_epoch, owned=h.assigned("b"))
+    assert (h.member("b").state, resp["heartbeat_interval"]) == (STABLE, 5000)  # got them
+    assert h.cgroup().waiting == 0
+
+
+def test_the_pending_interval_off_and_bounded_by_the_groups_heartbeat_budget(loop):
+    off = ConsumerHarness(loop, group_consumer_pending_heartbeat_interval_ms=5000)
+    off.topic("t", 4, T_ID)
+    off.join("a")
+    assert off.join("b")["heartbeat_interval"] == 5000
+
+    h = ConsumerHarness(loop)
+    h.topic("t", 3000, T_ID)
+    h.join("a")
+    check, h.check_invariants = h.check_invariants, lambda: None  # checked once below, not after each join
+    for i in range(1999):  # every newcomer waits for partitions "a" still holds
+        h.join(f"m{i:04d}")
+    check()
+    assert h.cgroup().waiting == 1999
+    # 1999 members waiting, at most PENDING_HEARTBEATS_PER_S heartbeats a second between them
+    assert h.join("last")["heartbeat_interval"] == 2000

@@ -33,6 +33,7 @@ __all__ = [
     "UniformAssignor",
     "UnsupportedAssignor",
     "choose_assignor",
+    "choose_from_counts",
     "get_assignor",
     "validate_assignor",
 ]
@@ -72,12 +73,17 @@ def choose_assignor(
     """
     counts: dict[str, int] = {}
     for name in requested:
-        if name is None:
-            continue
+        if name is not None:
+            counts[name] = counts.get(name, 0) + 1
+    return choose_from_counts(counts, available, default)
+
+
+def choose_from_counts(counts: Mapping[str, int], available: Mapping[str, Assignor] = ASSIGNORS, default: str | None = None) -> str:
+    """``choose_assignor`` given how many members name each assignor (a group keeps these counts)."""
+    for name in counts:
         if name not in available:
             raise UnsupportedAssignor(name, list(available))
-        counts[name] = counts.get(name, 0) + 1
-    if not counts:
+    if not any(counts.values()):
         if default is not None:
             return default
         return next(iter(available)) if available else DEFAULT_ASSIGNOR

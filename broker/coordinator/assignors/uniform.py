@@ -125,63 +125,68 @@ def _assign_homogeneous(
     for i in range(n):
         excess = have[i] - quota[i]
         if excess > 0:
-            _revoke(kept[i], excess, claimed)
+            for t, p in _revoke(kept[i], excess):
+                claimed[t][p] = 0
             have[i] = quota[i]
 
     # 4. Deal the free partitions round robin to members under quota.
     needy = [(i, quota[i] - have[i]) for i in range(n) if have[i] < quota[i]]
-    added: dict[int, dict[str, list[int]]] = {}
-    if needy:
-        free = _free_partitions(topic_names, claimed)
-        pos = 0
-        layer = 0
-        while needy:
-            for i, _need in needy:
-                t, p = free[pos]
-                pos += 1
-                per_topic = added.get(i)
-                if per_topic is None:
-                    per_topic = added[i] = {}
-                lst = per_topic.get(t)
-                if lst is None:
-                    per_topic[t] = [p]
-                else:
-                    lst.append(p)
-            layer += 1
-            needy = [x for x in needy if x[1] > layer]
-        assert pos == len(free), "free partitions left over"
+    added = _deal(needy, _free_partitions(topic_names, claimed)) if needy else {}
 
     # 5. Build the result, reusing untouched frozensets.
-    result: Assignment = {}
-    for i, member_id in enumerate(member_ids):
-        mine = kept[i]
-        more = added.get(i)
-        out: dict[str, frozenset[int]] = {}
-        for t, parts in mine.items():
-            if more is not None and t in more:
-                out[t] = frozenset(parts).union(more.pop(t))
-            elif parts:
-                out[t] = parts if type(parts) is frozenset else frozenset(parts)
-        if more:
-            for t, lst in more.items():
-                out[t] = frozenset(lst)
-        result[member_id] = out
-    return result
+    return {member_id: _merge(kept[i], added.get(i)) for i, member_id in enumerate(member_ids)}
 
 
-def _revoke(mine: dict[str, frozenset[int] | list[int]], excess: int, claimed: dict[str, bytearray]) -> None:
-    """Drop ``excess`` partitions from one member's kept partitions, in place.
+def _deal(needy: list, free: list) -> dict:
+    """Free partitions, round robin, one layer at a time, to ``needy`` = [(key, how many)] in order: {key: {topic: [partitions]}}."""
+    added: dict = {}
+    pos = 0
+    layer = 0
+    while needy:
+        for key, _need in needy:
+            t, p = free[pos]
+            pos += 1
+            per_topic = added.get(key)
+            if per_topic is None:
+                per_topic = added[key] = {}
+            lst = per_topic.get(t)
+            if lst is None:
+                per_topic[t] = [p]
+            else:
+                lst.append(p)
+        layer += 1
+        needy = [x for x in needy if x[1] > layer]
+    assert pos == len(free), "free partitions left over"
+    return added
+
+
+def _merge(mine: dict, more: dict | None) -> dict[str, frozenset[int]]:
+    """One member's kept partitions plus what it was dealt, as frozensets."""
+    out: dict[str, frozenset[int]] = {}
+    for t, parts in mine.items():
+        if more is not None and t in more:
+            out[t] = frozenset(parts).union(more.pop(t))
+        elif parts:
+            out[t] = parts if type(parts) is frozenset else frozenset(parts)
+    if more:
+        for t, lst in more.items():
+            out[t] = frozenset(lst)
+    return out
+
+
+def _revoke(mine: dict[str, frozenset[int] | list[int]], excess: int) -> list[tuple[str, int]]:
+    """Drop ``excess`` partitions from one member's kept partitions, in place; returns them.
 
     Takes from the topic the member holds most of (ties: the later topic name),
     highest partition number first.
     """
+    dropped = []
     lists = {t: sorted(parts) for t, parts in mine.items()}
     heap = [(-len(lists[t]), -rank, t) for rank, t in enumerate(sorted(lists))]
     heapq.heapify(heap)
     while excess:
         neg_len, key, t = heap[0]
-        p = lists[t].pop()
-        claimed[t][p] = 0
+        dropped.append((t, lists[t].pop()))
         excess -= 1
         heapq.heapreplace(heap, (neg_len + 1, key, t))
     for t, lst in lists.items():
@@ -189,6 +194,7 @@ def _revoke(mine: dict[str, frozenset[int] | list[int]], excess: int, claimed: d
             mine[t] = lst
         else:
             del mine[t]
+    return dropped
 
 
 def _free_partitions(topic_names: list[str], claimed: dict[str, bytearray]) -> list[tuple[str, int]]:
@@ -333,3 +339,72 @@ def _balance_topic(own: list[int], members: list[int], load: list[int]) -> int:
         if owned[d]:
             heapq.heappush(donors, (-load[d], d))
     return moved
+
+
+# --------------------------------------------------------------------------
+# Homogeneous, from what changed
+# --------------------------------------------------------------------------
+
+
+def rebalance_homogeneous(
+    topic_names: list[str],
+    topics: TopicPartitions,
+    buckets: dict[int, set[str] | frozenset[str]],
+    unclaimed: list[tuple[str, int]],
+    current_of,
+) -> Assignment:
+    """``_assign_homogeneous`` for a current assignment that is already clean, touching only the members that change.
+
+    ``buckets`` maps a partition count to the members whose current assignment holds that many
+    (every member once, those holding nothing under 0); ``unclaimed`` lists the subscribed
+    partitions nobody holds; ``current_of(member)`` is a member's current assignment. The current
+    assignment must claim each partition at most once and only partitions of ``topic_names``.
+    Returns only the members whose assignment changes, with their new assignment: exactly what
+    ``_assign_homogeneous`` returns for them (it returns the others unchanged). Apart from a few
+    passes over the members above the minimum quota (in C, or one comparison each) the work grows
+    with the members that change and the partitions that move, not with the group.
+    """
+    n = sum(len(ms) for ms in buckets.values())
+    if not n:
+        return {}
+    total = sum(topics[t] for t in topic_names)
+    min_quota, extra = divmod(total, n)
+    high = sorted(c for c in buckets if c > min_quota)
+    n_above = sum(len(buckets[c]) for c in high)
+    # Quotas: the extra slots go to the members above the minimum in id order, then to those at it,
+    # then to those below it (as _assign_homogeneous). Only the exceptions are listed.
+    minus: set[str] = set()  # above the minimum but without an extra slot: down to min_quota
+    plus_at: list[str] = []  # at the minimum with an extra slot: one more
+    plus_below: set[str] = set()  # below the minimum with an extra slot
+    if extra < n_above:
+        k = n_above - extra  # the last k of the above members, in id order
+        above = [m for c in high for m in buckets[c]]
+        minus = set(heapq.nlargest(k, above)) if k * 8 < n_above else set(sorted(above)[extra:])
+    elif extra > n_above:
+        k = extra - n_above
+        at = buckets.get(min_quota, ())
+        plus_at = list(at) if k >= len(at) else heapq.nsmallest(k, at)
+        if k > len(at):
+            below = sorted(m for c, ms in buckets.items() if c < min_quota for m in ms)
+            plus_below = set(below[: k - len(at)])
+
+    changed: Assignment = {}
+    free = list(unclaimed)
+    for c in high:
+        over = c - min_quota - 1
+        for m in buckets[c] if over > 0 else minus.intersection(buckets[c]):
+            excess = over + (m in minus)
+            mine = dict(current_of(m))
+            free.extend(_revoke(mine, excess))
+            changed[m] = mine
+    needy = [(m, min_quota + (m in plus_below) - c) for c, ms in buckets.items() if c < min_quota for m in ms]
+    needy.extend((m, 1) for m in plus_at)
+    needy.sort()
+    rank = {t: i for i, t in enumerate(topic_names)}
+    free.sort(key=lambda tp: (rank[tp[0]], tp[1]))
+    added = _deal(needy, free) if needy else {}
+    for m, mine in changed.items():
+        changed[m] = _merge(mine, None)
+    for m, more in added.items():
+        changed[m] = _merge(dict(current_of(m)), more)
+    return changed

@@ -26,6 +26,7 @@ from pathlib import Path
 from . import group_scenarios as gs
 from . import kip848_scenarios as ks
 from .compare import K848_INTERVAL_MS, coordinator_ready, loadavg, run_async
+from .procstat import cpu_split
 from .spawn import ROOT
 
 
@@ -73,12 +74,18 @@ def main(argv: list[str] | None = None) -> int:
         topic = f"prof-k848-{a.members}"
         topic_id = await ks.create_topic(admin, topic, a.members)
         conns = await gs.connect("127.0.0.1", port, a.members)
+        split: list = []
         cpu0 = (ks.busy_seconds(pid), ks.self_cpu_seconds(), time.perf_counter())
 
         def say(m: str) -> None:
             if "settled in" in m:  # the end of forming: CPU each side spent on it
                 b, c, t = ks.busy_seconds(pid) - cpu0[0], ks.self_cpu_seconds() - cpu0[1], time.perf_counter() - cpu0[2]
                 m += f" (broker CPU {b:.1f} s = {b / t:.0%} of a core, load generator CPU {c:.1f} s = {c / t:.0%})"
+            if "join 1/" in m:
+                split[:] = cpu_split(pid)
+            if "steady:" in m and split:
+                user, system = (a - b for a, b in zip(cpu_split(pid), split))
+                m += f" (broker user {user:.1f} s, system {system:.1f} s since the first join)"
             print(f"{time.strftime('%H:%M:%S')} {m.strip()}", flush=True)
 
         try:

@@ -350,6 +350,7 @@ class K848Sim:
         self.first_phase: dict = {}
         self.stopped = False
         self.forming = False
+        self.joins_s = 0.0  # form(): until every member's join was answered (the rest is settling)
 
     async def form(self, n: int, wave: int = 25, interval: float = 600.0) -> None:
         """Members join ``wave`` at a time, each wave once the previous one's joins are answered.
@@ -366,6 +367,7 @@ class K848Sim:
         """
         short, self.interval = self.interval, interval
         self.forming = True
+        t_form = perf()
         self.members = [K848Member(self, c) for c in self.conns[:n]]
         for i in range(0, n, wave):
             batch = self.members[i : i + wave]
@@ -379,6 +381,7 @@ class K848Sim:
                 await asyncio.sleep(0.002)
         self.interval = short
         self.forming = False
+        self.joins_s = perf() - t_form
         self.rephase()
         await self.settled()
 
@@ -762,7 +765,7 @@ async def run_protocol(kind: str, conns: list[Conn], admin: Conn, pid: int, size
     t = perf()
     await sim.form(size - 1)
     res.form_s = perf() - t
-    say(f"    {kind}: {size - 1} members settled in {res.form_s:.1f} s")
+    say(f"    {kind}: {size - 1} members settled in {res.form_s:.1f} s" + (f" (joins answered after {sim.joins_s:.1f} s)" if kind == "kip848" else ""))
     for rep in range(reps):
         sim.rephase()  # every member's next heartbeat falls anywhere in the coming interval
         before = {m: m.owned for m in sim.members}

@@ -146,3 +146,35 @@ for _v in range(0, 5):
     ENCODERS[(12, _v)] = heartbeat
 for _v in range(2, 10):
     ENCODERS[(8, _v)] = offset_commit
+
+
+# ---------------------------------------------------------------- ConsumerGroupHeartbeat (68)
+_I32_I16_ = struct.Struct(">ih")
+_I32_I32 = struct.Struct(">ii")
+
+
+def consumer_group_heartbeat(version: int, correlation_id: int, body: dict) -> bytes:
+    """v0-1, flexible throughout; ``assignment`` is a nullable struct (-1, or 1 and the struct)."""
+    out = bytearray(_I32_I16_.pack(_ms(body.get("throttle_time", 0)), _code(body["error_code"])))
+    _str(out, body.get("error_message"), True)
+    _str(out, body.get("member_id"), True)
+    out += _I32_I32.pack(body["member_epoch"], _ms(body["heartbeat_interval"]))
+    assignment = body.get("assignment")
+    if assignment is None:
+        out += b"\xff"
+    else:
+        out.append(1)
+        tps = assignment["topic_partitions"]
+        out += _uvarint(len(tps) + 1)
+        for tp in tps:
+            parts = tp["partitions"]
+            out += tp["topic_id"].bytes + _uvarint(len(parts) + 1)
+            out += struct.pack(f">{len(parts)}i", *parts)
+            out.append(0)
+        out.append(0)
+    out.append(0)
+    return _frame(correlation_id, True, bytes(out))
+
+
+for _v in range(0, 2):
+    ENCODERS[(68, _v)] = consumer_group_heartbeat

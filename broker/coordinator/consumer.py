@@ -68,7 +68,8 @@ def _rebalance_key(group_id: str, member_id: str) -> str:
 
 
 def to_topic_partitions(assignment: Assignment) -> list[TopicPartitions]:
-    return [TopicPartitions(tid, sorted(parts)) for tid, parts in sorted(assignment.items(), key=lambda kv: str(kv[0])) if parts]
+    items = assignment.items() if len(assignment) < 2 else sorted(assignment.items(), key=lambda kv: str(kv[0]))
+    return [TopicPartitions(tid, sorted(parts)) for tid, parts in items if parts]
 
 
 def from_topic_partitions(items) -> Assignment:

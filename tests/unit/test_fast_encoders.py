@@ -83,3 +83,28 @@ def test_join_group_matches_kio(version, correlation_id, throttle_ms, code, gene
 def test_sync_group_matches_kio(version, correlation_id, throttle_ms, code, ptype, pname, assignment):
     body = {"throttle_time": throttle_ms, "error_code": code, "protocol_type": ptype, "protocol_name": pname, "assignment": assignment}
     assert ENCODERS[(14, version)](version, correlation_id, body) == kio_bytes(14, version, correlation_id, body)
+
+
+uuids = st.uuids()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    version=st.integers(0, 1),
+    correlation_id=corr,
+    throttle_ms=throttle,
+    code=codes,
+    message=names,
+    member_id=names,
+    epoch=st.integers(-(2**31), 2**31 - 1),
+    interval=st.integers(0, 2**31 - 1),
+    assignment=st.one_of(
+        st.none(),
+        st.fixed_dictionaries({"topic_partitions": st.lists(
+            st.fixed_dictionaries({"topic_id": uuids, "partitions": st.lists(st.integers(-(2**31), 2**31 - 1), max_size=6)}), max_size=4)}),
+    ),
+)
+def test_consumer_group_heartbeat_matches_kio(version, correlation_id, throttle_ms, code, message, member_id, epoch, interval, assignment):
+    body = {"throttle_time": throttle_ms, "error_code": code, "error_message": message, "member_id": member_id, "member_epoch": epoch,
+            "heartbeat_interval": interval, "assignment": assignment}
+    assert ENCODERS[(68, version)](version, correlation_id, body) == kio_bytes(68, version, correlation_id, body)

@@ -45,6 +45,7 @@ Racks are ignored (Kafka's 4.x uniform assignor is not rack aware either).
 from __future__ import annotations
 
 import heapq
+import itertools
 from fractions import Fraction
 
 from .spec import Assignment, GroupSpec, TopicPartitions, effective_subscriptions
@@ -378,8 +379,8 @@ def rebalance_homogeneous(
     plus_below: set[str] = set()  # below the minimum with an extra slot
     if extra < n_above:
         k = n_above - extra  # the last k of the above members, in id order
-        above = [m for c in high for m in buckets[c]]
-        minus = set(heapq.nlargest(k, above)) if k * 8 < n_above else set(sorted(above)[extra:])
+        above = itertools.chain.from_iterable(buckets[c] for c in high)
+        minus = {max(above)} if k == 1 else set(sorted(above)[extra:])  # one member joined: one gives way
     elif extra > n_above:
         k = extra - n_above
         at = buckets.get(min_quota, ())

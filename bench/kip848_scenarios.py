@@ -324,12 +324,14 @@ class K848Member:
         while self.inflight:
             await asyncio.sleep(0.001)
         sim = self.sim
+        # a leaving consumer gives its partitions up before it says so: once the broker has the leave
+        # it may hand them on, and that answer can reach this process before the leave's own answer
+        sim.tracker.revoke(self, self.owned, perf())
         resp = await self.conn.request(CGH, CGH_V, {"group_id": sim.group, "member_id": self.member_id, "member_epoch": -1, "instance_id": None,
                                                    "rack_id": None, "rebalance_timeout": -1, "subscribed_topic_names": None,
                                                    "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": None})
         if resp.error_code != ErrorCode.none:
             sim.tracker.errors[f"ConsumerGroupHeartbeat leave {resp.error_code.name}"] += 1
-        sim.tracker.revoke(self, self.owned, perf())
         self.owned = frozenset()
 
 

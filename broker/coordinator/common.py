@@ -146,8 +146,9 @@ class Timers:
         self.clock_ms = clock_ms
         self.lost_ms = lost_ms
         self._heap: list[tuple[int, int, str]] = []
-        # key -> (seq, callback, loop time lost when armed, delay, already given time back, deadline)
-        self._live: dict[str, tuple[int, Callable[[], Any], int, int, bool, int]] = {}
+        # key -> (seq, callback, loop time lost when armed, delay, already given time back, deadline,
+        # deadline of its entry in the heap (earlier than the deadline once pushed back))
+        self._live: dict[str, tuple[int, Callable[[], Any], int, int, bool, int, int]] = {}
         # while a shard operation runs: (TIMER, key, the entry before) for every change, to undo a failed one
         self.journal: list | None = None
         self._seq = itertools.count()
@@ -159,10 +160,16 @@ class Timers:
 
     def schedule(self, key: str, delay_ms: int, fn: Callable[[], Any]) -> None:
         deadline = self.clock_ms() + max(delay_ms, 0)
-        seq = next(self._seq)
+        old = self._live.get(key)
         if self.journal is not None:
-            self.journal.append((TIMER, key, self._live.get(key)))
-        self._live[key] = (seq, fn, self.lost_ms() if self.lost_ms is not None else 0, max(delay_ms, 0), False, deadline)
+            self.journal.append((TIMER, key, old))
+        if old is not None and old[6] <= deadline:
+            # pushed back (a session timer at every heartbeat): the heap entry already queued stays,
+            # and fire_due moves it on when it comes up; the heap holds one entry per timer, not per heartbeat
+            self._live[key] = (old[0], fn, self.lost_ms() if self.lost_ms is not None else 0, max(delay_ms, 0), False, deadline, old[6])
+            return
+        seq = next(self._seq)
+        self._live[key] = (seq, fn, self.lost_ms() if self.lost_ms is not None else 0, max(delay_ms, 0), False, deadline, deadline)
         heapq.heappush(self._heap, (deadline, seq, key))
         if self.on_change is not None and self._heap[0][1] == seq:
             self.on_change(deadline)
@@ -177,7 +184,7 @@ class Timers:
         if entry is None:
             self._live.pop(key, None)
             return
-        self._live[key] = entry
+        self._live[key] = entry = entry[:6] + (entry[5],)
         heapq.heappush(self._heap, (entry[5], entry[0], key))
         if self.on_change is not None:
             self.on_change(entry[5])
@@ -203,13 +210,17 @@ class Timers:
             live = self._live.get(key)
             if live is None or live[0] != seq:
                 continue
-            _, fn, lost_at_arm, delay, given, _ = live
+            if live[5] > deadline:  # pushed back since this entry was queued: queue it again, for its deadline
+                self._live[key] = live[:6] + (live[5],)
+                heapq.heappush(heap, (live[5], seq, key))
+                continue
+            _, fn, lost_at_arm, delay, given, _, _ = live
             lost = min(lost_now - lost_at_arm, delay)
             # not journaled: a timer that fired stays consumed even if its operation is rolled
             # back (a callback that raises is a bug; firing it again at once would spin the loop)
             if lost > 0 and not given:
                 seq2 = next(self._seq)
-                self._live[key] = (seq2, fn, lost_at_arm, delay, True, now + lost)
+                self._live[key] = (seq2, fn, lost_at_arm, delay, True, now + lost, now + lost)
                 heapq.heappush(heap, (now + lost, seq2, key))
                 self.extended.append((key, lost))
                 continue

@@ -237,7 +237,17 @@ class ConsumerGroups:
 
     def _update_and_reconcile(self, group: ConsumerGroup, member: ConsumerMember, p: HeartbeatParams, *, is_new: bool, replaced: bool, classic=None) -> None:
         """Steps 4 to 6 of a heartbeat: member fields, group epoch, target, reconciliation."""
-        # 4. member fields from the non-null request fields
+        # 4. member fields from the non-null request fields; a plain heartbeat (the common case) can change none of them
+        plain = not (is_new or replaced or classic is not None or not member.has_metadata or p.client_id != member.client_id or p.client_host != member.client_host
+                     or p.instance_id is not None or p.rack_id is not None or p.rebalance_timeout_ms != -1 or p.server_assignor is not None
+                     or p.subscribed_topic_names is not None or p.subscribed_topic_regex is not None)
+        changed_subscription = False if plain else self._update_member(group, member, p, is_new=is_new, replaced=replaced, classic=classic)
+        self._update_group(group, member, is_new=is_new, changed_subscription=changed_subscription)
+        # 6. reconcile
+        self._reconcile(group, member, p.owned)
+
+    def _update_member(self, group: ConsumerGroup, member: ConsumerMember, p: HeartbeatParams, *, is_new: bool, replaced: bool, classic) -> bool:
+        """Step 4: the member's fields from the request's non-null ones, written if they changed; True if its subscription did."""
         changed_subscription = is_new
         updated = dict(
             instance_id=p.instance_id if p.instance_id is not None else member.instance_id,
@@ -259,8 +269,10 @@ class ConsumerGroups:
             for k, v in updated.items():
                 setattr(member, k, v)
             self._write_member_metadata(group, member)
+        return changed_subscription
 
-        # regexes and topic metadata
+    def _update_group(self, group: ConsumerGroup, member: ConsumerMember, *, is_new: bool, changed_subscription: bool) -> None:
+        """Step 5: regexes and topic metadata, the group epoch, the target assignment."""
         regex_changed = self._refresh_regexes(group)
         metadata_hash = self._metadata_hash(group)
         epoch = group.group_epoch
@@ -278,9 +290,6 @@ class ConsumerGroups:
         # 5. target assignment
         if group.group_epoch > group.assignment_epoch:
             self._update_target(group)
-
-        # 6. reconcile
-        self._reconcile(group, member, p.owned)
 
 
     def join_classic_member(self, group: ConsumerGroup, p: HeartbeatParams, classic, session_timeout_ms: int) -> ConsumerMember:

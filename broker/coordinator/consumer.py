@@ -656,8 +656,9 @@ class ConsumerGroups:
         return target_epoch, (UNRELEASED_PARTITIONS if unreleased else STABLE), new_assigned, {}
 
     def _note_member(self, group: ConsumerGroup, member: ConsumerMember, before: Assignment) -> None:
-        revoked = sorted(f"{tid}:{p}" for tid, parts in before.items() for p in parts - member.assigned.get(tid, frozenset()))
-        assigned = sorted(f"{tid}:{p}" for tid, parts in member.assigned.items() for p in parts - before.get(tid, frozenset()))
+        meta = self.shard.metadata
+        revoked = _moved(meta, before, member.assigned)
+        assigned = _moved(meta, member.assigned, before)
         reached = member.state == STABLE and member.member_epoch == group.assignment_epoch
         waited = None
         if reached and member.waiting_since_ms is not None:
@@ -665,7 +666,6 @@ class ConsumerGroups:
             member.waiting_since_ms = None
         elif not reached and member.waiting_since_ms is None:
             member.waiting_since_ms = self.now()
-        meta = self.shard.metadata
         self.shard.event(
             "consumer member reconciled",
             group.group_id,
@@ -673,18 +673,22 @@ class ConsumerGroups:
             member_epoch=member.member_epoch,
             group_epoch=group.group_epoch,
             state={0: "STABLE", 1: "UNREVOKED_PARTITIONS", 2: "UNRELEASED_PARTITIONS", 127: "UNKNOWN"}[member.state],
-            revoked=[_name(meta, x) for x in revoked],
-            assigned=[_name(meta, x) for x in assigned],
+            revoked=revoked,
+            assigned=assigned,
             ms_without_target=waited,
         )
 
 
-def _name(meta, tp: str) -> str:
-    tid, p = tp.rsplit(":", 1)
-    try:
-        return f"{meta.by_id.get(uuid.UUID(tid), tid)}-{p}"
-    except ValueError:
-        return tp
+def _moved(meta, a: Assignment, b: Assignment) -> list[str]:
+    """The partitions of ``a`` not in ``b``, as "topic-partition" (the topic id when the topic is gone), sorted as before:
+    by topic id, then partition as text."""
+    out = []
+    for tid in sorted(a, key=str):
+        parts = a[tid] - b.get(tid, frozenset())
+        if parts:
+            name = meta.by_id.get(tid, str(tid))
+            out += sorted((f"{name}-{p}" for p in parts), key=lambda x, n=len(name) + 1: x[n:])
+    return out
 
 
 def _count(asg: Assignment) -> int:

@@ -734,8 +734,11 @@ def snapshot(shard) -> dict:
                   m.server_assignor, m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation)
             for mid, m in g.members.items()
         }
+        index = g.target_index  # derived state, kept by replay: a restart must rebuild it too
+        derived = (dict(g.subscriptions), dict(g.assignor_votes), g.waiting, index.count, index.buckets, index.claims, dict(index.per_topic),
+                   index.doubles, index.untargeted, index.orphans)
         out[gid] = (g.group_epoch, g.assignment_epoch, g.metadata_hash, members, dict(g.static_members), dict(g.target),
-                    dict(g.partition_epochs), {r: v[0] for r, v in g.regexes.items()}, g.state)
+                    dict(g.partition_epochs), {r: v[0] for r, v in g.regexes.items()}, g.state, derived)
     return out
 
 

@@ -217,11 +217,39 @@ class ConsumerGroups:
             "heartbeat_interval": self.heartbeat_interval(group, member),
             "assignment": None,
         }
-        if p.member_epoch == 0 or full or member.assigned != old_assigned:
+        resend = self._resend_assignment(member, p, old_assigned)  # first: it notes a changed assignment
+        if p.member_epoch == 0 or full or member.assigned != old_assigned or resend:
             response["assignment"] = {"topic_partitions": [{"topic_id": tid, "partitions": sorted(parts)} for tid, parts in member.assigned.items() if parts]}
         if member.member_epoch != before_epoch or member.assigned != old_assigned:
             self._note_member(group, member, old_assigned)
         return response
+
+    def _resend_assignment(self, member: ConsumerMember, p: HeartbeatParams, before: Assignment) -> bool:
+        """With the pending interval on, whether this answer repeats an assignment the member may not have.
+
+        librdkafka gives a ConsumerGroupHeartbeat request no longer than the heartbeat interval,
+        then drops the connection, and after a timeout it does not send a full request (the
+        protocol's way of asking for the assignment again). On the short pending interval a slow
+        answer is therefore a lost answer, and if it carried a revocation the member would keep its
+        partitions until the rebalance timeout fenced it. So, while the lever is on, every answer
+        repeats the assignment until the member confirms it (a request whose owned partitions are
+        exactly its assignment: librdkafka's acknowledgement, the Java client's report after it
+        reconciles) or for one session timeout at most. Clients ignore an assignment equal to the
+        one they already have. With the lever off this never happens, as on Kafka."""
+        config = self.config
+        if config.group_consumer_pending_heartbeat_interval_ms >= config.group_consumer_heartbeat_interval_ms:
+            return False
+        now = self.now()
+        if member.assigned != before:
+            member.unconfirmed_since_ms = now
+            return False  # the answer carries it anyway
+        since = member.unconfirmed_since_ms
+        if since is None:
+            return False
+        if (p.owned is not None and _same_assignment(p.owned, member.assigned)) or now - since > config.group_consumer_session_timeout_ms:
+            member.unconfirmed_since_ms = None
+            return False
+        return True
 
     def heartbeat_interval(self, group: ConsumerGroup, member: ConsumerMember) -> int:
         """The interval to hand ``member``: the configured one, or, while it waits for partitions or must
@@ -702,6 +730,11 @@ def _owns_any(owned: Assignment | None, partitions: Assignment) -> bool:
         if owned.get(tid, frozenset()) & parts:
             return True
     return False
+
+
+def _same_assignment(owned: Assignment, assigned: Assignment) -> bool:
+    """``owned`` (as a request reports it, maybe with empty topics) names exactly ``assigned``."""
+    return {t: p for t, p in owned.items() if p} == {t: p for t, p in assigned.items() if p}
 
 
 def _is_subset(owned: Assignment | None, assigned: Assignment) -> bool:

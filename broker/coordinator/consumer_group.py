@@ -45,6 +45,9 @@ class ConsumerMember:
     counted: tuple | None = None
     # the server assignor as counted in the group's assignor_votes
     voted: str | None = None
+    # not state (never written, not rebuilt by a load): since when an answer carried an assignment
+    # the member has not yet confirmed by reporting it as owned (see ConsumerGroups._answer_assignment)
+    unconfirmed_since_ms: int | None = None
 
     @property
     def uses_classic_protocol(self) -> bool:

@@ -161,6 +161,15 @@ def h(loop):
     return h
 
 
+@pytest.fixture
+def kafka_h(loop):
+    """``h`` with kafkalite's hand-over lever (the pending heartbeat interval) off: Kafka's exact answers."""
+    h = ConsumerHarness(loop, group_consumer_pending_heartbeat_interval_ms=5000)
+    h.topic("t", 4, T_ID)
+    h.topic("u", 2, U_ID)
+    return h
+
+
 def two_members(h, *, topics=("t",)):
     """a owns everything, then b joins and both reconcile to the new epoch. Returns (a, b)."""
     h.join("a", topics=topics)
@@ -206,7 +215,8 @@ def test_v1_member_id_is_client_supplied(h):
     assert "client-made-uuid-000001" in h.cgroup().members
 
 
-def test_null_fields_mean_unchanged_and_assignment_only_when_needed(h):
+def test_null_fields_mean_unchanged_and_assignment_only_when_needed(kafka_h):
+    h = kafka_h
     h.join("a", topics=["t"], rack="r1", assignor="range")
     records_before = len(h.durable)
     # a plain heartbeat: nothing sent, nothing changes, no Assignment field
@@ -234,7 +244,8 @@ def test_empty_subscription_member_gets_nothing(h):
 
 
 # =========================================================================== reconciliation (3.4, 9.10)
-def test_second_member_revoke_before_assign(h):
+def test_second_member_revoke_before_assign(kafka_h):
+    h = kafka_h
     r = h.join("a")
     assert h.names(r["assignment"]) == {"t": [0, 1, 2, 3]}
     n = len(h.durable)
@@ -932,3 +943,26 @@ def test_the_pending_interval_off_and_bounded_by_the_groups_heartbeat_budget(loo
     assert h.cgroup().waiting == 1999
     # 1999 members waiting, at most PENDING_HEARTBEATS_PER_S heartbeats a second between them
     assert h.join("last")["heartbeat_interval"] == 2000
+
+
+@pytest.mark.parametrize("lever", ["on", "off"])
+def test_an_answer_lost_to_a_client_timeout_is_repeated_until_confirmed_while_the_pending_interval_is_on(loop, lever):
+    # librdkafka drops a heartbeat that is not answered within the interval it was handed, and its
+    # next heartbeat is a plain one: without the repeat, a lost revocation would stay unknown to it
+    h = ConsumerHarness(loop) if lever == "on" else ConsumerHarness(loop, group_consumer_pending_heartbeat_interval_ms=5000)
+    h.topic("t", 4, T_ID)
+    h.join("a")
+    h.join("b")
+    ea = h.member("a").member_epoch
+    lost = h.hb("a", ea, owned=h.assigned("a"))  # asks "a" to revoke; the client never reads it
+    assert h.member("a").state == UNREVOKED_PARTITIONS and lost["assignment"] is not None
+    again = h.hb("a", ea)  # plain: no owned partitions, the same epoch
+    assert again["error_code"] == E.none
+    if lever == "off":
+        assert again["assignment"] is None  # Kafka's answer
+        return
+    assert again["assignment"] == lost["assignment"]
+    kept = h.assigned("a")
+    acked = h.hb("a", ea, owned=kept)  # revoked, and says it owns exactly its assignment
+    assert h.member("a").state == STABLE and acked["error_code"] == E.none
+    assert h.hb("a", h.member("a").member_epoch)["assignment"] is None  # confirmed: no more repeats

@@ -21,7 +21,8 @@ Per rebalance (``rebalances/``):
   metadata changed / subscription changed / other) and the coordinator's
   ``reason``;
 * ``join_ms`` and ``sync_ms`` (classic), or ``reconciliation_ms`` (KIP-848:
-  from the epoch bump to the last member reconciled at that epoch) and
+  from the epoch bump to the last member reconciled at that epoch; members
+  whose partitions the epoch left alone write no event and do not count) and
   ``assignor_ms``;
 * ``stop_the_world_ms``: join + sync for a classic group (no member consumes
   while it runs); 0 for a KIP-848 group, whose members keep their unrevoked

@@ -1,0 +1,117 @@
+"""Broker CPU per MB consumed, at 4 MiB and 16 MiB fetches.
+
+Produces ``--mb`` MB of ``--value-size`` byte records once (3 partitions), then
+consumes all of it again and again with confluent-kafka, with
+``fetch.max.bytes`` = ``max.partition.fetch.bytes`` = 4 MiB and 16 MiB in
+turn, and reports, per round, the MB/s and the broker's CPU (utime + stime
+from /proc/<pid>/stat) per MB of record values, with /proc/loadavg.
+
+``--base DIR`` runs a second broker from another source tree (for example
+``git archive <commit> | tar -x -C DIR``) on its own data, and alternates the
+rounds between the two brokers, so that before and after see the same load::
+
+    python -m bench.fetch_cost --mb 200 --value-size 1024 --rounds 3 --base /tmp/base
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .workload import consume, create_topic, produce
+
+ROOT = Path(__file__).resolve().parent.parent
+SIZES = {"4MiB": 4 * 1024 * 1024, "16MiB": 16 * 1024 * 1024}
+
+
+class _Broker:
+    """A broker from the source tree ``root``, on ``data_dir``."""
+
+    def __init__(self, root: Path, data_dir: Path, label: str) -> None:
+        self.root = root
+        self.label = label
+        self.data_dir = data_dir
+        self.log = open(data_dir.parent / f"{label}.stderr.log", "w")
+        args = [sys.executable, "-m", "broker", "serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir)]
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, env=env, cwd=root, bufsize=0)
+        line = self.proc.stdout.readline().decode()
+        if not line.startswith("READY "):
+            self.stop()
+            raise RuntimeError(f"{label} broker did not start: {line!r}")
+        self.bootstrap = "127.0.0.1:" + line.strip().rsplit(":", 1)[1]
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def _load() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.fetch_cost", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mb", type=float, default=200.0, help="MB of record values to produce (default 200)")
+    ap.add_argument("--value-size", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=3, help="consume rounds per fetch size (default 3)")
+    ap.add_argument("--sizes", default="4MiB,16MiB")
+    ap.add_argument("--base", type=Path, help="also run a broker from this source tree, alternating with this one")
+    args = ap.parse_args(argv)
+    count = int(args.mb * 1e6 / args.value_size)
+    sizes = args.sizes.split(",")
+    tmp = Path(tempfile.mkdtemp(prefix="fetch-cost-"))
+    brokers = []
+    try:
+        trees = [("new", ROOT)] + ([("base", args.base.resolve())] if args.base else [])
+        for label, root in trees:
+            (tmp / label).mkdir()
+            brokers.append(_Broker(root, tmp / label, label))
+        topic = "fetch-cost"
+        for b in brokers:
+            create_topic(b.bootstrap, topic)
+            p = produce(b.bootstrap, b.pid, topic, args.value_size, count)
+            print(f"{b.label}: produced {count} x {args.value_size} B in {p.wall_s:.1f}s ({p.mb_per_s:.0f} MB/s)  load {_load()}", flush=True)
+        results: dict[tuple[str, str], list] = {}
+        for r in range(args.rounds):
+            for size in sizes:
+                order = brokers if r % 2 == 0 else brokers[::-1]
+                for b in order:
+                    n = SIZES[size]
+                    ph = consume(b.bootstrap, b.pid, topic, args.value_size, count,
+                                 {"fetch.max.bytes": n, "max.partition.fetch.bytes": n}, size)
+                    results.setdefault((b.label, size), []).append(ph)
+                    print(f"round {r} {b.label:4} {size:5}: {ph.mb_per_s:6.0f} MB/s  broker {ph.broker_cpu_ms_per_mb:5.2f} ms/MB "
+                          f"(sys {ph.broker_sys_share:.0%}, util {ph.broker_util:.0%})  client util {ph.client_util:.0%}  load {_load()}", flush=True)
+                    time.sleep(0.5)
+        print(f"\nmedians, {args.value_size} B records, {count} records ({args.mb:.0f} MB):")
+        for (label, size), phases in sorted(results.items()):
+            mbps = statistics.median(p.mb_per_s for p in phases)
+            cpu = statistics.median(p.broker_cpu_ms_per_mb for p in phases)
+            print(f"  {label:4} {size:5}: {mbps:6.0f} MB/s  broker {cpu:5.2f} ms/MB")
+    finally:
+        for b in brokers:
+            b.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -118,10 +118,10 @@ def _read(plan, max_bytes: int):
                 out.append(_partition_error(fp.partition, ErrorCode.unknown_topic_or_partition, part))
                 errors = True
                 continue
-            if data:
-                data = bytes(data)
-                budget -= len(data)
-                total += len(data)
+            if data:  # bytes or a memoryview of the pread buffer: handed to the encoder as is
+                n = len(data)
+                budget -= n
+                total += n
             out.append(
                 {
                     "partition_index": fp.partition,

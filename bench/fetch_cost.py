@@ -32,7 +32,9 @@ from .workload import Phase, consume, create_topic, produce
 Phase.oncpu_ms_per_mb = 0.0  # set per phase below
 
 ROOT = Path(__file__).resolve().parent.parent
-SIZES = {"4MiB": 4 * 1024 * 1024, "16MiB": 16 * 1024 * 1024}
+# fetch.max.bytes = max.partition.fetch.bytes; "default" is bench.workload's consumer as it is
+# (fetch.max.bytes 50 MiB, max.partition.fetch.bytes 4 MiB), the one bench.compare measures
+SIZES = {"4MiB": 4 * 1024 * 1024, "16MiB": 16 * 1024 * 1024, "default": None}
 
 
 class _Broker:
@@ -79,6 +81,24 @@ def _oncpu_s(pid: int) -> float:
     return total / 1e9
 
 
+class _Kafka:
+    """The reference Kafka (tests.reference_kafka), measured the same way."""
+
+    def __init__(self, data_dir: Path) -> None:
+        from tests.reference_kafka import ReferenceKafka
+
+        self.label = "kafka"
+        self.kafka = ReferenceKafka(data_dir).start()
+        self.bootstrap = self.kafka.bootstrap
+
+    @property
+    def pid(self) -> int:
+        return self.kafka.proc.pid
+
+    def stop(self) -> None:
+        self.kafka.stop()
+
+
 def _load() -> str:
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -91,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="consume rounds per fetch size (default 3)")
     ap.add_argument("--sizes", default="4MiB,16MiB")
     ap.add_argument("--base", type=Path, help="also run a broker from this source tree, alternating with this one")
+    ap.add_argument("--kafka", action="store_true", help="also run the reference Kafka (tests.reference_kafka), alternating")
     args = ap.parse_args(argv)
     count = int(args.mb * 1e6 / args.value_size)
     sizes = args.sizes.split(",")
@@ -101,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         for label, root in trees:
             (tmp / label).mkdir()
             brokers.append(_Broker(root, tmp / label, label))
+        if args.kafka:
+            brokers.append(_Kafka(tmp / "kafka"))
         topic = "fetch-cost"
         for b in brokers:
             create_topic(b.bootstrap, topic)
@@ -109,12 +132,12 @@ def main(argv: list[str] | None = None) -> int:
         results: dict[tuple[str, str], list] = {}
         for r in range(args.rounds):
             for size in sizes:
-                order = brokers if r % 2 == 0 else brokers[::-1]
+                order = brokers[r % len(brokers):] + brokers[: r % len(brokers)]
                 for b in order:
                     n = SIZES[size]
                     c0 = _oncpu_s(b.pid)
-                    ph = consume(b.bootstrap, b.pid, topic, args.value_size, count,
-                                 {"fetch.max.bytes": n, "max.partition.fetch.bytes": n}, size)
+                    overrides = {"fetch.max.bytes": n, "max.partition.fetch.bytes": n} if n else {}
+                    ph = consume(b.bootstrap, b.pid, topic, args.value_size, count, overrides, size)
                     ph.oncpu_ms_per_mb = (_oncpu_s(b.pid) - c0) * 1000 / (ph.payload_bytes / 1e6)
                     results.setdefault((b.label, size), []).append(ph)
                     print(f"round {r} {b.label:4} {size:5}: {ph.mb_per_s:6.0f} MB/s  broker {ph.oncpu_ms_per_mb:5.2f} ms/MB on-CPU, "

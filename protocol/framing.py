@@ -118,8 +118,9 @@ class FrameDecoder:
             pos += 4
             if end - pos < need:
                 self._need = need
-                if need >= LARGE_FRAME:  # gather the rest piece by piece: this one is kept as a view
-                    first = memoryview(data)[pos:]
+                if need >= LARGE_FRAME:  # gather the rest piece by piece
+                    # kept as a view of the read unless that would hold more bytes than it counts
+                    first = memoryview(data)[pos:] if 2 * pos <= end else data[pos:]
                     self._pieces = [first] if first else []
                     self._have = self.buffered = len(first)
                     return frames

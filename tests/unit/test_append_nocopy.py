@@ -92,3 +92,24 @@ def test_pwritev_all_more_buffers_than_iov_max(tmp_path):
         assert os.pread(fd, 1 << 20, 3) == b"".join(bufs)
     finally:
         fh.close()
+
+
+def test_a_read_is_unaffected_by_truncation_retention_and_deletion_after_it(tmp_path):
+    """What ``read`` returns (the pread bytes, or a view of them) goes to the socket later, uncopied:
+    the segment truncated, deleted by retention or the whole log deleted meanwhile must not touch it."""
+    cfg = LogConfig(segment_bytes=1000, retention_bytes=0)
+    plog = PartitionLog.open(tmp_path / "p", cfg, clock=time.time)
+    for _ in range(12):
+        plog.append(split_batches(blob(1, per=20)))
+    assert len(plog.segment_base_offsets()) > 2
+    size = len(blob(1, per=20))
+    views = [plog.read(0, size * 3 // 2), plog.read(0, 1 << 20), plog.read(40, 10, min_one=True)]
+    assert any(type(v) is memoryview for v in views)
+    before = [bytes(v) for v in views]
+    plog.truncate_to(30)
+    assert plog.enforce_retention() > 0
+    plog.delete()
+    assert [bytes(v) for v in views] == before
+    for v in views:
+        for _hdr, batch in split_batches(bytes(v)):
+            assert verify_crc(batch)

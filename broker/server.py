@@ -14,7 +14,11 @@ Memory is bounded on both sides of a connection:
   client has read its answers down to the low-water mark (``pause_writing``
   and ``resume_writing``). A client that never reads holds one answer plus
   the high-water mark, and its own requests: at most ``_MAX_QUEUED`` of them
-  or ``socket.request.max.bytes`` of them, whichever comes first.
+  or ``socket.request.max.bytes`` of them, whichever comes first. An answer
+  may be a list of buffers (a Fetch's records, as read from the segment, are
+  not copied into it), written with ``transport.writelines``: the buffers
+  it holds are that answer's bytes, plus at most the part of one batch per
+  partition that was read and not sent, so the bound is the same.
 - requests, broker-wide: every connection counts the bytes it holds for
   requests (frames being received and requests queued or in flight); past
   ``queued.max.request.bytes`` in all, no connection is read from, except one
@@ -431,6 +435,16 @@ class Broker:
             self._trim_seen = due
 
 
+def _answer_size(out) -> int:
+    """Bytes in an answer: ``bytes`` or a list of buffers."""
+    if type(out) is bytes:
+        return len(out)
+    n = 0
+    for b in out:
+        n += len(b)
+    return n
+
+
 class _ConnectionLog:
     """A handler's ``ctx.log``: the connection's logger, bound only when something is logged."""
 
@@ -679,9 +693,15 @@ class KafkaConnection(asyncio.Protocol):
                         if n >= _LARGE or broker.pool_full:
                             self._released(n)
                     if out is not None:
-                        if len(out) >= _LARGE:
-                            broker.trim_due += len(out)
-                        self.transport.write(out)  # may call pause_writing
+                        if type(out) is bytes:
+                            if len(out) >= _LARGE:
+                                broker.trim_due += len(out)
+                            self.transport.write(out)  # may call pause_writing
+                        else:  # a list of buffers (a Fetch answer's records are not copied into it)
+                            n = _answer_size(out)
+                            if n >= _LARGE:
+                                broker.trim_due += n
+                            self.transport.writelines(out)  # may call pause_writing
                 self.seen = _now()  # idle from here on (the sweep's clock)
                 if self.paused & _QUEUE:
                     self._resume(_QUEUE)
@@ -727,7 +747,7 @@ class KafkaConnection(asyncio.Protocol):
                     if proto is not None and not proto._frames.in_frame:
                         self.proto = None  # quiet: the decoder is made again on the next byte
 
-    async def _dispatch(self, event) -> bytes | None:
+    async def _dispatch(self, event) -> bytes | list | None:
         if self.broker.hooked:
             return await self._dispatch_hooked(event)
         ctx = self.ctx
@@ -756,14 +776,16 @@ class KafkaConnection(asyncio.Protocol):
             hook(handler.NAME, event, exc)
         self.close()
 
-    def _encode(self, event: Request, body) -> bytes:
+    def _encode(self, event: Request, body) -> bytes | list:
+        """The framed answer: ``bytes``, or a list of buffers to write in order (a fast
+        encoder's answer holding record bytes it did not copy: see ``protocol/fast.py``)."""
         fast = FAST_ENCODERS.get((event.api_key, event.api_version))
         if fast is not None:
             return fast(event.api_version, event.correlation_id, body)
         cls = response_class(event.api_key, event.api_version)
         return ServerConnection.encode_response(event.api_key, event.api_version, event.correlation_id, build(cls, body))
 
-    async def _dispatch_hooked(self, event) -> bytes | None:
+    async def _dispatch_hooked(self, event) -> bytes | list | None:
         """``_dispatch`` with fault injection, recording and metrics (see broker/faults.py)."""
         broker = self.broker
         faults = broker.faults if broker.faults is not None and broker.faults.active else None
@@ -808,7 +830,7 @@ class KafkaConnection(asyncio.Protocol):
         if faults is not None:
             faults.recorded(self, event, body, plan)
         if metrics is not None:
-            metrics.observe(self, event, body, None, time.perf_counter() - t0, len(out) if out else 0)
+            metrics.observe(self, event, body, None, time.perf_counter() - t0, _answer_size(out) if out else 0)
         return out
 
     def _unsupported(self, event: UnsupportedVersion) -> bytes:

@@ -178,3 +178,104 @@ def consumer_group_heartbeat(version: int, correlation_id: int, body: dict) -> b
 
 for _v in range(0, 2):
     ENCODERS[(68, _v)] = consumer_group_heartbeat
+
+
+# ---------------------------------------------------------------- Fetch (1)
+_I64 = struct.Struct(">q")
+_FETCH_TOP = struct.Struct(">ihi")  # throttle, error code, session id (v7+)
+_FETCH_PART = struct.Struct(">ihqq")  # index, error code, high watermark, last stable offset
+_FETCH_PART5 = struct.Struct(">ihqqq")  # ... and log start offset (v5+)
+_ABORTED = struct.Struct(">qq")
+_ZERO_UUID = b"\x00" * 16
+# records shorter than this are copied into the frame; longer ones are handed
+# to the transport as they are (one more buffer for its writev)
+FETCH_INLINE = 4096
+
+
+def fetch(version: int, correlation_id: int, body: dict):
+    """Fetch v4-18 (flexible from v12), with kio's defaults for absent fields.
+
+    Returns ``bytes``, or, when some partition's records are at least
+    ``FETCH_INLINE`` bytes, a list of buffers to write in order (with
+    ``transport.writelines``): the fields around the records in bytearrays and
+    the records themselves as given (bytes or memoryviews into the segment's
+    pread buffer), never copied. The frame's size prefix counts them all.
+    Tagged fields are written empty: the handler sets none (diverging epoch,
+    current leader, snapshot id, node endpoints).
+    """
+    flexible = version >= 12
+    out = bytearray(_HEAD0.pack(0, correlation_id))
+    if flexible:
+        out.append(0)
+    throttle = _ms(body.get("throttle_time", 0))
+    if version >= 7:
+        out += _FETCH_TOP.pack(throttle, _code(body.get("error_code", 0)), body.get("session_id", 0))
+    else:
+        out += _I32.pack(throttle)
+    topics = body.get("responses") or ()
+    out += _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    chunks = None
+    by_id = version >= 13
+    for t in topics:
+        if by_id:
+            topic_id = t.get("topic_id")
+            out += topic_id.bytes if topic_id is not None else _ZERO_UUID
+        else:
+            _str(out, t.get("topic", ""), flexible)
+        parts = t.get("partitions") or ()
+        out += _uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts))
+        for p in parts:
+            get = p.get
+            index = get("partition_index", 0)
+            code = _code(get("error_code", 0))
+            hw = get("high_watermark", 0)
+            lso = get("last_stable_offset", -1)
+            if version >= 5:
+                out += _FETCH_PART5.pack(index, code, hw, lso, get("log_start_offset", -1))
+            else:
+                out += _FETCH_PART.pack(index, code, hw, lso)
+            aborted = get("aborted_transactions", ())
+            if aborted is None:
+                out += b"\x00" if flexible else b"\xff\xff\xff\xff"
+            else:
+                out += _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                for a in aborted:
+                    out += _ABORTED.pack(a["producer_id"], a["first_offset"])
+                    if flexible:
+                        out.append(0)
+            if version >= 11:
+                out += _I32.pack(get("preferred_read_replica", -1))
+            records = get("records")
+            if records is None:
+                out += b"\x00" if flexible else b"\xff\xff\xff\xff"
+            else:
+                n = len(records)
+                out += _uvarint(n + 1) if flexible else _I32.pack(n)
+                if n < FETCH_INLINE:
+                    out += records
+                else:
+                    if chunks is None:
+                        chunks = [out]
+                    else:
+                        chunks.append(out)
+                    chunks.append(records)
+                    out = bytearray()
+            if flexible:
+                out.append(0)
+        if flexible:
+            out.append(0)
+    if flexible:
+        out.append(0)
+    if chunks is None:
+        _I32.pack_into(out, 0, len(out) - 4)
+        return bytes(out)
+    chunks.append(out)
+    size = 0
+    for c in chunks:
+        size += len(c)
+    _I32.pack_into(chunks[0], 0, size - 4)
+    return chunks
+
+
+for _v in range(4, 19):
+    ENCODERS[(1, _v)] = fetch

@@ -6,7 +6,9 @@ frame whose announced size is negative or larger than the configured maximum
 before buffering it.
 
 Memory follows the bytes actually received, never the size announced: a
-client may announce 100 MiB and send ten. Small frames are cut out of one
+client may announce 100 MiB and send ten. When nothing is pending, the
+whole frames of a read are sliced straight out of it (one copy each) and only
+its incomplete tail is kept; otherwise small frames are cut out of one
 ``bytearray``. A frame of ``LARGE_FRAME`` bytes or more that has not arrived
 whole is gathered as the list of pieces received (small pieces are first
 coalesced, so a client trickling single bytes costs bytes, not objects) and
@@ -64,6 +66,8 @@ class FrameDecoder:
         if self._pieces is not None:
             return self._gather(data)
         buf = self._buf
+        if not buf and self._need < 0 and type(data) is bytes:
+            return self._fresh(data)
         buf += data
         frames: list[bytes] = []
         pos = 0
@@ -82,7 +86,8 @@ class FrameDecoder:
                 pos += 4
             if end - pos < need:
                 if need >= LARGE_FRAME:  # gather the rest piece by piece
-                    first = bytes(buf[pos:end])
+                    with memoryview(buf) as view:
+                        first = bytes(view[pos:end])
                     self._buf = bytearray()
                     self._pieces = [first] if first else []
                     self._have = self.buffered = len(first)
@@ -95,6 +100,36 @@ class FrameDecoder:
         if pos:
             del buf[:pos]
         self.buffered = len(buf)
+        return frames
+
+    def _fresh(self, data: bytes) -> list[bytes]:
+        """``feed`` when nothing is pending (the common case): frames are sliced out of
+        ``data`` itself (one copy each), not copied into the bytearray and out again;
+        only an incomplete tail is kept."""
+        frames: list[bytes] = []
+        pos = 0
+        end = len(data)
+        while end - pos >= 4:
+            (need,) = _SIZE.unpack_from(data, pos)
+            if need < 0:
+                raise InvalidFrameSize(f"negative frame size {need}")
+            if need > self.max_frame_bytes:
+                raise FrameTooLarge(f"frame of {need} bytes exceeds the maximum of {self.max_frame_bytes}")
+            pos += 4
+            if end - pos < need:
+                self._need = need
+                if need >= LARGE_FRAME:  # gather the rest piece by piece
+                    # kept as a view of the read unless that would hold more bytes than it counts
+                    first = memoryview(data)[pos:] if 2 * pos <= end else data[pos:]
+                    self._pieces = [first] if first else []
+                    self._have = self.buffered = len(first)
+                    return frames
+                break
+            frames.append(data[pos : pos + need])
+            pos += need
+        if pos < end:
+            self._buf += memoryview(data)[pos:]
+        self.buffered = len(self._buf)
         return frames
 
     def _gather(self, data: bytes) -> list[bytes]:
@@ -126,7 +161,7 @@ class FrameDecoder:
         self._pieces = None
         self._have = self.buffered = 0
         self._need = -1
-        frames = [pieces[0] if len(pieces) == 1 else b"".join(pieces)]
+        frames = [pieces[0] if len(pieces) == 1 and type(pieces[0]) is bytes else b"".join(pieces)]
         pieces.clear()
         if rest:
             frames += self.feed(rest)

@@ -77,6 +77,9 @@ from .segment import _REL_MAX, Segment
 
 __all__ = ["PartitionLog", "AppendResult", "CompactionStats"]
 
+# baseOffset(8) batchLength(4) partitionLeaderEpoch(4): what an append patches, outside the CRC
+_HEAD_PATCH = 16
+
 log = logging.getLogger(__name__)
 
 
@@ -206,18 +209,20 @@ class PartitionLog:
             now_ms = self._now_ms()
             use_lat = assign_offsets and cfg.message_timestamp_type == "LogAppendTime"
             lat = (log_append_time_ms if log_append_time_ms is not None else now_ms) if use_lat else -1
-            if len(batches) == 1:
-                buf = bytearray(batches[0][1])
-            else:
-                buf = bytearray().join(b for _h, b in batches)
-            infos: list[tuple[int, int, int, int]] = []
+            # The batches are written as they are, with no copy: each batch's first 16 bytes
+            # (baseOffset, batchLength, partitionLeaderEpoch: outside the CRC) go out from a
+            # patched copy in ``heads``, the rest straight from the request's buffer, in one
+            # pwritev. Only LogAppendTime rewrites CRC-covered bytes: those batches are copied.
+            heads = memoryview(bytearray(_HEAD_PATCH * len(batches)))
+            iov: list = []
             pos = 0
             next_off = self._leo
             first_base = -1
             max_ts = -1
             off_of_max = -1
             limit = cfg.max_message_bytes
-            for hdr, data in batches:
+            infos: list[tuple[int, int, int, int]] = []
+            for i, (hdr, data) in enumerate(batches):
                 n = len(data)
                 if n != hdr.size:
                     raise ValueError(f"batch header says {hdr.size} bytes but {n} were given")
@@ -225,19 +230,26 @@ class PartitionLog:
                     if n > limit:
                         raise RecordBatchTooLargeError(n, limit)
                     base = next_off
-                    patch_base_offset(buf, pos, base, leader_epoch)
                 else:
                     base = hdr.base_offset
                     if base < next_off:
                         raise InvalidOffsetError(
                             f"batch base offset {base} is below the next expected offset {next_off}"
                         )
-                    if leader_epoch is not None:
-                        patch_base_offset(buf, pos, base, leader_epoch)
+                view = data if type(data) is memoryview else memoryview(data)
                 if use_lat:
-                    set_log_append_time(buf, pos, lat)
+                    whole = bytearray(view)
+                    patch_base_offset(whole, 0, base, leader_epoch)
+                    set_log_append_time(whole, 0, lat)
+                    iov.append(whole)
                     bts = lat
                 else:
+                    head = heads[i * _HEAD_PATCH : (i + 1) * _HEAD_PATCH]
+                    head[:] = view[:_HEAD_PATCH]
+                    if assign_offsets or leader_epoch is not None:
+                        patch_base_offset(head, 0, base, leader_epoch)
+                    iov.append(head)
+                    iov.append(view[_HEAD_PATCH:])
                     bts = hdr.max_timestamp
                 last = base + hdr.last_offset_delta
                 if first_base < 0:
@@ -254,7 +266,7 @@ class PartitionLog:
                 seg = self._roll_locked(first_base)
             start = seg.size
             try:
-                seg.fh.pwrite_all(buf, start)
+                seg.fh.pwritev_all(iov, start)
             except BaseException:
                 try:
                     seg.fh.truncate(start)

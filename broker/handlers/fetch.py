@@ -17,6 +17,10 @@
   are never aborted transactions.
 - v13+ name topics by id; an unknown or zero id is UNKNOWN_TOPIC_ID per
   partition.
+- Records are not copied: what ``PartitionLog.read`` returns (the ``pread``
+  bytes, or a view of them cut at the last whole batch) goes into the answer
+  as it is, and ``protocol/fast.py``'s encoder hands it to the transport as
+  one of the answer's buffers (see docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -118,10 +122,10 @@ def _read(plan, max_bytes: int):
                 out.append(_partition_error(fp.partition, ErrorCode.unknown_topic_or_partition, part))
                 errors = True
                 continue
-            if data:
-                data = bytes(data)
-                budget -= len(data)
-                total += len(data)
+            if data:  # bytes or a memoryview of the pread buffer: handed to the encoder as is
+                n = len(data)
+                budget -= n
+                total += n
             out.append(
                 {
                     "partition_index": fp.partition,

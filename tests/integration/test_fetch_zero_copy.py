@@ -1,0 +1,139 @@
+"""Fetch answers are written as a list of buffers, the records as read from
+the segment and never copied (``protocol/fast.py``, ``KafkaConnection._run``).
+The buffers outlive the request: they wait in the transport until the client
+reads them. These tests hold that path to what a copy gave for free, on the
+stdlib event loop and on uvloop (whose ``writelines`` hands the buffers to one
+writev): answers not read while their topic is deleted (segment files
+unlinked, descriptors closed) still arrive whole, and a fetch asking for
+2^31-1 bytes gets whole batches of one segment.
+
+Nothing here asserts a duration: waits are on conditions, with deadlines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import uvloop
+
+from broker.server import _WRITE
+from broker.testing import Broker
+from protocol.codec import decode, response_class
+from protocol.errors import ErrorCode
+from protocol.records import Record, build_batch, iter_records, split_batches
+
+from .test_backpressure import Client, fetch_body, request_bytes, server_side, until
+
+KiB = 1024
+VALUE = b"z" * 1000
+PER_BATCH = 50
+
+
+def run(loop_kind: str, coro_fn):
+    factory = uvloop.new_event_loop if loop_kind == "uvloop" else asyncio.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(coro_fn())
+
+
+async def produce(client: Client, topic: str, batches: int, partition: int = 0) -> None:
+    now = int(time.time() * 1000)
+    for b in range(batches):
+        recs = [Record(offset=i, timestamp=now + i, key=b"%d-%d" % (b, i), value=VALUE, headers=[]) for i in range(PER_BATCH)]
+        body = {"acks": -1, "timeout": 5000, "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": build_batch(recs)}]}]}
+        resp = await client.request(0, 9, body)
+        assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none
+
+
+def check_records(records: bytes, first_offset: int) -> int:
+    """Every batch whole, its CRC right, its offsets in sequence from ``first_offset``; returns the count."""
+    n = 0
+    for hdr, batch in split_batches(records):  # CRCs checked
+        assert hdr.base_offset == first_offset + n
+        for rec in iter_records(batch):
+            assert rec.offset == first_offset + n and rec.value == VALUE
+            n += 1
+    return n
+
+
+def decode_fetch(frame: bytes, version: int):
+    cls = response_class(1, version)
+    header, pos = decode(cls.__header_schema__, frame, 0)
+    body, _ = decode(cls, frame, pos)
+    return header.correlation_id, body
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_unread_answers_arrive_whole_after_their_topic_is_deleted(loop_kind):
+    async def main():
+        async with Broker(settings={"socket.request.max.bytes": 1024 * KiB}) as broker:
+            await broker.create_topic("gone", config={"segment.bytes": str(200 * KiB)})
+            good = await Client.open(broker.port)
+            await produce(good, "gone", 20)  # about 1 MB in several segments
+            plog = broker.cluster.topics["gone"].partitions[0].log
+            assert len(plog.segment_base_offsets()) > 2
+
+            bad = await Client.open(broker.port, rcvbuf=4096)
+            n = 40  # each answer 256 KiB of records, from varying offsets
+            offsets = [(i * 37) % 900 for i in range(n)]
+            frames = []
+            for i, off in enumerate(offsets):
+                body = fetch_body("gone", 256 * KiB)
+                body["topics"][0]["partitions"][0]["fetch_offset"] = off
+                frames.append(request_bytes(1, 12, body, corr=i + 1))
+            bad.writer.write(b"".join(frames))
+            conn = await server_side(broker, bad)
+            await until(lambda: conn.paused & _WRITE, what="the broker to stop on the unread answers")
+            # the bound of test_backpressure holds with answers made of views: one answer plus the high-water mark
+            assert conn.transport.get_write_buffer_size() + conn.held <= 2 * 1024 * KiB
+
+            await broker.delete_topic("gone")  # segments unlinked, their descriptors closed
+            assert plog.closed
+
+            got = 0
+            for i, off in enumerate(offsets):
+                frame = await bad.read_frame()
+                corr, resp = decode_fetch(frame, 12)
+                assert corr == i + 1
+                (part,) = resp.responses[0].partitions
+                if part.error_code == ErrorCode.none:  # answered before the deletion
+                    batch_start = off - off % PER_BATCH
+                    assert check_records(part.records, batch_start) > 0
+                    got += 1
+                else:  # read after it
+                    assert part.error_code == ErrorCode.unknown_topic_or_partition
+            assert got > 0, "no answer was held while the topic was deleted"
+            await good.api_versions()
+            await bad.api_versions()
+            bad.close()
+            good.close()
+            broker.check_handler_errors()
+
+    run(loop_kind, main)
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_fetch_of_int_max_bytes_answers_whole_batches_of_one_segment(loop_kind):
+    async def main():
+        async with Broker() as broker:
+            await broker.create_topic("big", 2, config={"segment.bytes": str(300 * KiB)})
+            client = await Client.open(broker.port)
+            await produce(client, "big", 20, partition=0)
+            await produce(client, "big", 1, partition=1)
+            plog = broker.cluster.topics["big"].partitions[0].log
+            bases = plog.segment_base_offsets()
+            assert len(bases) > 2
+            for version in (4, 11, 12):
+                body = fetch_body("big", 2**31 - 1)
+                body["topics"][0]["partitions"][0]["partition_max_bytes"] = 2**31 - 1
+                body["topics"][0]["partitions"].append({**body["topics"][0]["partitions"][0], "partition": 1})
+                resp = await client.request(1, version, body)
+                p0, p1 = resp.responses[0].partitions
+                assert p0.error_code == p1.error_code == ErrorCode.none
+                assert check_records(p0.records, 0) == bases[1]  # the whole first segment, no more
+                assert check_records(p1.records, 0) == PER_BATCH
+            client.close()
+            broker.check_handler_errors()
+
+    run(loop_kind, main)

@@ -84,6 +84,10 @@ _STOP = 8  # the broker is stopping
 # memory handed back to the OS once this much in large buffers was freed and the churn stopped
 _TRIM_BYTES = 8 * 1024 * 1024
 _LARGE = 256 * 1024  # a request or answer this large counts towards it
+# answers smaller than this are held while the connection has more requests queued, and sent
+# together (at most _COALESCE_COUNT of them, or when the connection's task next waits)
+_COALESCE = 16 * 1024
+_COALESCE_COUNT = 32
 _CONN_FREED = 2048  # and every closed connection this much
 # a connection's task ends once it has had no request for this long (the sweep ends it)
 _LINGER = 1.0
@@ -460,7 +464,7 @@ class _ConnectionLog:
 class KafkaConnection(asyncio.Protocol):
     __slots__ = (
         "broker", "listener", "transport", "proto", "queue", "task", "waiter", "linger", "ctx", "paused", "closing", "draining",
-        "held", "seen", "ip", "software", "client_id", "_peer", "_log",
+        "held", "seen", "ip", "software", "client_id", "_peer", "_log", "held_out",
     )  # fmt: skip
 
     def __init__(self, broker: Broker, listener: Listener | None = None) -> None:
@@ -485,6 +489,8 @@ class KafkaConnection(asyncio.Protocol):
         self.client_id: str | None = None  # as its last request named it (fault injection matches on it)
         self._peer: str | None = None
         self._log = None  # bound on first use: most connections never log
+        # small answers held while more requests of this connection wait, sent in one write
+        self.held_out: list | None = None
 
     @property
     def peer(self) -> str:
@@ -605,6 +611,7 @@ class KafkaConnection(asyncio.Protocol):
         self.proto = None
         self.queue = None
         self.ctx = None
+        self.held_out = None
         if broker.pool_exempt is self:
             broker.pool_exempt = None
             if broker.pool_full:
@@ -694,13 +701,31 @@ class KafkaConnection(asyncio.Protocol):
                             self._released(n)
                     if out is not None:
                         if type(out) is bytes:
+                            if queue and len(out) < _COALESCE:
+                                # more requests wait (a pipelining client): hold the answer so the
+                                # answers of one burst leave in one write; see _send_held
+                                held_out = self.held_out
+                                if held_out is None:
+                                    held_out = self.held_out = [out]
+                                    broker.loop.call_soon(self._send_held)  # if a handler waits before the burst ends
+                                else:
+                                    held_out.append(out)
+                                    if len(held_out) >= _COALESCE_COUNT:
+                                        self._send_held()
+                                continue
                             if len(out) >= _LARGE:
                                 broker.trim_due += len(out)
-                            self.transport.write(out)  # may call pause_writing
+                            if self.held_out is not None:
+                                self.held_out.append(out)
+                                self._send_held()
+                            else:
+                                self.transport.write(out)  # may call pause_writing
                         else:  # a list of buffers (a Fetch answer's records are not copied into it)
                             n = _answer_size(out)
                             if n >= _LARGE:
                                 broker.trim_due += n
+                            if self.held_out is not None:
+                                self._send_held()
                             self.transport.writelines(out)  # may call pause_writing
                 self.seen = _now()  # idle from here on (the sweep's clock)
                 if self.paused & _QUEUE:
@@ -746,6 +771,15 @@ class KafkaConnection(asyncio.Protocol):
                     proto = self.proto
                     if proto is not None and not proto._frames.in_frame:
                         self.proto = None  # quiet: the decoder is made again on the next byte
+
+    def _send_held(self) -> None:
+        """Write the held answers, in order, in one call (one send(2) where the socket takes it)."""
+        held_out = self.held_out
+        if held_out is None:
+            return
+        self.held_out = None
+        if not self.closing:
+            self.transport.writelines(held_out) if len(held_out) > 1 else self.transport.write(held_out[0])
 
     async def _dispatch(self, event) -> bytes | list | None:
         if self.broker.hooked:

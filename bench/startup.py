@@ -1,0 +1,50 @@
+"""Start-up time: spawn -> first ApiVersions answered, over N starts.
+
+    python -m bench.startup [-n 15] [--keep]
+
+Each start is ``bench.compare.start_kafkalite`` (``python -m broker serve``
+on a fresh data directory, an ApiVersions v3 poller every 2 ms from just
+before exec), so the figure is the one ``make bench-compare`` reports. Prints
+every start, then the median and minimum, and /proc/loadavg before and after.
+It measures; it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+
+from .compare import loadavg, start_kafkalite
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", type=int, default=15, help="starts (default 15)")
+    ap.add_argument("extra", nargs="*", help="more broker flags (after --)")
+    a = ap.parse_args()
+    import tests.raw  # noqa: F401 - the poller's imports, done before the first clock starts
+    from protocol.codec import request_class, response_class
+
+    request_class(18, 3), response_class(18, 3)
+    tmp = Path(tempfile.mkdtemp(prefix="kafkalite-startup-"))
+    api, ready = [], []
+    print(f"loadavg before: {loadavg()}")
+    try:
+        for i in range(a.n):
+            s = start_kafkalite(tmp / f"d{i}", *a.extra)
+            api.append(s.api_versions_s * 1000)
+            ready.append(s.ready_s * 1000)
+            s.stop()
+            print(f"  start {i + 1:2d}: ApiVersions {api[-1]:6.1f} ms  READY {ready[-1]:6.1f} ms")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"loadavg after: {loadavg()}")
+    print(f"ApiVersions: median {statistics.median(api):.1f} ms, min {min(api):.1f} ms (n={len(api)})")
+    print(f"READY line:  median {statistics.median(ready):.1f} ms, min {min(ready):.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

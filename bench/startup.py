@@ -1,11 +1,13 @@
 """Start-up time: spawn -> first ApiVersions answered, over N starts.
 
-    python -m bench.startup [-n 15] [--keep]
+    python -m bench.startup [-n 15] [-- more broker flags]
 
 Each start is ``bench.compare.start_kafkalite`` (``python -m broker serve``
 on a fresh data directory, an ApiVersions v3 poller every 2 ms from just
 before exec), so the figure is the one ``make bench-compare`` reports. Prints
-every start, then the median and minimum, and /proc/loadavg before and after.
+every start, then the median and minimum, the broker's CPU time by its first
+answer (clock ticks, but less sensitive to a busy machine than wall time), and
+/proc/loadavg before and after.
 It measures; it asserts nothing.
 """
 
@@ -19,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from .compare import loadavg, start_kafkalite
+from .procstat import cpu_seconds
 
 
 def _startup_ms(log: str) -> float:
@@ -36,21 +39,23 @@ def main() -> None:
 
     request_class(18, 3), response_class(18, 3)
     tmp = Path(tempfile.mkdtemp(prefix="kafkalite-startup-"))
-    api, ready, own = [], [], []
+    api, ready, own, cpu = [], [], [], []
     print(f"loadavg before: {loadavg()}")
     try:
         for i in range(a.n):
             s = start_kafkalite(tmp / f"d{i}", *a.extra)
             api.append(s.api_versions_s * 1000)
             ready.append(s.ready_s * 1000)
+            cpu.append(cpu_seconds(s.pid) * 1000)  # by the first answer (and READY): less sensitive to a busy machine than wall time
             own.append(_startup_ms(s.handle.logs()))
             s.stop()
-            print(f"  start {i + 1:2d}: ApiVersions {api[-1]:6.1f} ms  READY {ready[-1]:6.1f} ms  (startup_ms {own[-1]:5.1f})")
+            print(f"  start {i + 1:2d}: ApiVersions {api[-1]:6.1f} ms  READY {ready[-1]:6.1f} ms  (startup_ms {own[-1]:5.1f}, CPU {cpu[-1]:4.0f} ms)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"loadavg after: {loadavg()}")
     print(f"ApiVersions: median {statistics.median(api):.1f} ms, min {min(api):.1f} ms (n={len(api)})")
     print(f"READY line:  median {statistics.median(ready):.1f} ms, min {min(ready):.1f} ms")
+    print(f"broker CPU (utime+stime) by then: median {statistics.median(cpu):.0f} ms, min {min(cpu):.0f} ms")
     print(f"startup_ms (the broker's own, data dir to READY): median {statistics.median(own):.1f} ms")
 
 

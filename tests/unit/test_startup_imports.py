@@ -122,3 +122,35 @@ def test_crc32c_is_the_package_function():
 
     assert crc32c(b"123456789") == 0xE3069283 == package.crc32c(b"123456789")
     assert crc32c(b"abc", 5) == package.crc32c(b"abc", 5)
+
+
+def test_groups_answer_load_in_progress_until_their_shard_has_loaded(tmp_path):
+    """The shards load after the broker is ready; until one has, its groups get
+    COORDINATOR_LOAD_IN_PROGRESS (a Heartbeat gets NONE), as Kafka answers."""
+    import asyncio
+
+    from broker.cli import config_from_args
+    from broker.coordinator.common import CoordinatorError
+    from broker.coordinator.runtime import ACTIVE, LOADING
+    from broker.server import Broker
+    from protocol.errors import ErrorCode
+
+    async def go() -> None:
+        b = Broker(config_from_args(["serve", "--port", "0", "--data-dir", str(tmp_path / "data")], environ={}))
+        b.cluster.load()
+        b.coordinator.start()  # schedules the loading; nothing has run yet
+        try:
+            assert b.coordinator.shards and all(s.state == LOADING for s in b.coordinator.shards)
+            for ask in (lambda c: c.describe_group("g"), lambda c: c.list_groups(), lambda c: c.offset_fetch("g", None, stable=False)):
+                with pytest.raises(CoordinatorError) as err:
+                    await ask(b.coordinator)
+                assert err.value.code is ErrorCode.coordinator_load_in_progress
+            assert await b.coordinator.heartbeat("g", 1, "m", None) is ErrorCode.none
+            await asyncio.wait_for(b.coordinator.loaded.wait(), 60)
+            assert all(s.state == ACTIVE for s in b.coordinator.shards)
+            assert await b.coordinator.describe_group("g") is None
+        finally:
+            b.coordinator.stop()
+            b.cluster.close()
+
+    asyncio.run(go())

@@ -154,3 +154,31 @@ def test_groups_answer_load_in_progress_until_their_shard_has_loaded(tmp_path):
             b.cluster.close()
 
     asyncio.run(go())
+
+
+def test_answering_one_version_loads_no_other_version_of_the_message():
+    """``build`` checks a key against the other versions of a message only when the
+    class being built lacks it: the first ApiVersions v3 answer imports v3 alone."""
+    code = (
+        "import sys\n"
+        "from protocol.codec import build, response_class\n"
+        "build(response_class(18, 3), {'error_code': 0, 'api_keys': [{'api_key': 18, 'min_version': 0, 'max_version': 4}],"
+        " 'throttle_time': 0, 'supported_features': [], 'finalized_features_epoch': 1, 'finalized_features': []})\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('kio.schema.api_versions.'))))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    versions = {m.split(".")[3] for m in p.stdout.split()}
+    assert versions == {"v3"}
+
+
+def test_a_key_of_another_version_is_still_dropped_and_a_typo_still_refused():
+    from protocol.codec import UnknownFieldError, build, drop_unknown, response_class
+
+    v0 = response_class(18, 0)
+    answer = build(v0, {"error_code": 0, "api_keys": [], "throttle_time": 0, "finalized_features_epoch": 1})
+    assert not hasattr(answer, "throttle_time")
+    with pytest.raises(UnknownFieldError):
+        build(response_class(18, 3), {"error_code": 0, "throttle_tme": 0})
+    assert drop_unknown(v0, {"error_code": 0, "throttle_time": 0, "nonsense": 1}) == {"error_code": 0, "throttle_time": 0}

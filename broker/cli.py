@@ -13,12 +13,17 @@ import asyncio
 import sys
 from pathlib import Path
 
-from .admin.cli import COMMANDS as ADMIN_COMMANDS
-from .admin.cli import register as register_admin_commands
 from .config import BrokerConfig, load_config
 
+# broker.admin.cli.COMMANDS, named here so that ``serve`` need not import the admin tool
+# (tests/unit/test_startup_imports.py checks that the two agree)
+ADMIN_COMMANDS = ("topics", "groups", "health")
 
-def _parser() -> argparse.ArgumentParser:
+
+def _parser(admin: bool = True) -> argparse.ArgumentParser:
+    """The whole command line. ``admin=False`` (what ``serve`` uses) gives the admin
+    subcommands as bare names: the same usage line and errors for ``serve``, without
+    importing broker.admin."""
     p = argparse.ArgumentParser(prog="kafkalite", description="A Kafka-wire-compatible broker.")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="run the broker")
@@ -60,14 +65,20 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--group-consumer-max-size", type=int, help="KAFKALITE_GROUP_CONSUMER_MAX_SIZE, default unlimited")
     g.add_argument("--group-consumer-migration-policy", choices=["bidirectional", "upgrade", "downgrade", "disabled"], help="KAFKALITE_GROUP_CONSUMER_MIGRATION_POLICY, default bidirectional")
     g.add_argument("--group-coordinator-append-linger-ms", type=int, help="how long coordinator writes wait to share a batch (KAFKALITE_GROUP_COORDINATOR_APPEND_LINGER_MS, default 5)")
-    register_admin_commands(sub)  # topics, groups, health (broker/admin)
+    if admin:
+        from .admin.cli import register as register_admin_commands
+
+        register_admin_commands(sub)  # topics, groups, health (broker/admin)
+    else:
+        for name in ADMIN_COMMANDS:
+            sub.add_parser(name)
     return p
 
 
 def config_from_args(argv: list[str] | None = None, environ=None) -> BrokerConfig:
     """The serve configuration: flags, then ``--set``, ``KAFKALITE_*``, ``--config``
     (broker/config.py). Raises ConfigError (a ValueError) for a bad setting."""
-    args = _parser().parse_args(argv)
+    args = _parser(admin=False).parse_args(argv)
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "config_file", "settings")}
     return load_config(flags, args.settings, args.config_file, environ)
 
@@ -110,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         from .admin.cli import run as run_admin_command
 
         return run_admin_command(_parser().parse_args(words))
+    if not words or words[0] != "serve":
+        _parser().parse_args(argv)  # --help, a typo, no command: argparse answers and exits as ever
     try:
         cfg = config_from_args(argv)
     except ValueError as exc:

@@ -64,7 +64,6 @@ from .cluster import Cluster
 from .config import INT_MAX, BrokerConfig, per_ip_overrides
 from . import diagnostics
 from .coordinator.service import GroupCoordinator
-from .faults import NO_RESPONSE
 from .handlers import HANDLERS, RequestContext, supported_versions
 from .listeners import Listener
 from .logs import get_logger
@@ -852,8 +851,11 @@ class KafkaConnection(asyncio.Protocol):
             except Exception as exc:  # a handler bug must not take the broker down
                 self._handler_failed(event, exc)
                 return None
-        elif body is NO_RESPONSE:
-            body = None
+        else:  # a planned answer: faults are in use, so broker.faults is imported already
+            from .faults import NO_RESPONSE
+
+            if body is NO_RESPONSE:
+                body = None
         if delay:
             await asyncio.sleep(delay)
         try:

@@ -706,15 +706,26 @@ def _known_names(cls: type) -> frozenset[str]:
 
 
 @cache
-def _build_plan(cls: type) -> tuple[frozenset[str], tuple[tuple, ...]]:
-    """(the names ``build`` accepts for ``cls``, one (name, kind, ...) per field of it)."""
+def _plan(cls: type) -> tuple[frozenset[str], tuple[tuple, ...]]:
+    """(the field names of ``cls`` itself, one (name, kind, ...) per field of it)."""
     plan = []
     for f in fields(cls):
         kind = classify_field(f)
         has_default = f.default is not MISSING or f.default_factory is not MISSING
         tagged = get_field_tag(f) is not None
         plan.append((f.name, kind, f.metadata.get("kafka_type"), is_optional(f) and not tagged, has_default))
-    return _known_names(cls), tuple(plan)
+    return frozenset(p[0] for p in plan), tuple(plan)
+
+
+# The names of every version of a message: looked up only when a dict has a key that is
+# no field of the class being built, because it imports the message's other versions
+# (five modules of kio dataclasses for ApiVersions, at a broker's first answer).
+_known = cache(_known_names)
+
+
+def _build_plan(cls: type) -> tuple[frozenset[str], tuple[tuple, ...]]:
+    """(the names ``build`` accepts for ``cls``, one (name, kind, ...) per field of it)."""
+    return _known(cls), _plan(cls)[1]
 
 
 def build(cls: type, data: dict[str, Any] | Any) -> Any:
@@ -731,10 +742,12 @@ def build(cls: type, data: dict[str, Any] | Any) -> Any:
         if type(data) is cls:
             return data
         data = {f.name: getattr(data, f.name) for f in fields(data)}
-    known, plan = _build_plan(cls)
-    if not known.issuperset(data):
-        key = next(k for k in data if k not in known)
-        raise UnknownFieldError(cls, key, known, src)
+    own, plan = _plan(cls)
+    if not own.issuperset(data):
+        known = _known(cls)
+        if not known.issuperset(data):
+            key = next(k for k in data if k not in known)
+            raise UnknownFieldError(cls, key, known, src)
     kwargs = {}
     try:
         for name, kind, kafka_type, optional, has_default in plan:
@@ -764,7 +777,8 @@ def drop_unknown(cls: type, data: dict[str, Any], only: frozenset[str] | set[str
     meet ``build``'s check). For a caller that fills generic fields everywhere
     on purpose (the fault injector's error answers), never for a handler's answer.
     """
-    known, plan = _build_plan(cls)
+    own, plan = _plan(cls)
+    known = own if own.issuperset(data) else _known(cls)
     out = {k: v for k, v in data.items() if k in known or (only is not None and k not in only)}
     for name, kind, _, _, _ in plan:
         value = out.get(name)

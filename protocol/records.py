@@ -33,7 +33,7 @@ import struct
 from dataclasses import dataclass, field
 from collections.abc import Iterator, Sequence
 
-from crc32c import crc32c as _crc32c
+from .crc import crc32c as _crc32c
 
 from .compression import MAX_CLIENT_DECOMPRESSED_BYTES, CorruptRecordError, compress, decompress
 

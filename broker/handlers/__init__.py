@@ -15,42 +15,95 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-_MODULES = (
-    "produce",
-    "fetch",
-    "list_offsets",
-    "metadata",
-    "api_versions",
-    "create_topics",
-    "delete_topics",
-    "init_producer_id",
-    "offset_for_leader_epoch",
-    "describe_configs",
-    "create_partitions",
-    "describe_cluster",
-    "find_coordinator",
-    "join_group",
-    "sync_group",
-    "heartbeat",
-    "leave_group",
-    "offset_commit",
-    "offset_fetch",
-    "offset_delete",
-    "describe_groups",
-    "list_groups",
-    "delete_groups",
-    "consumer_group_heartbeat",
-    "consumer_group_describe",
+# (module, API_KEY, NAME, VERSIONS): what each module declares, so that a broker can
+# answer ApiVersions, and route, without importing the 25 modules before it listens;
+# each one is imported when its API is first asked for. tests/unit/test_startup_imports.py
+# checks this table against the modules.
+_TABLE = (
+    ("produce", 0, "Produce", (3, 13)),
+    ("fetch", 1, "Fetch", (4, 18)),
+    ("list_offsets", 2, "ListOffsets", (1, 10)),
+    ("metadata", 3, "Metadata", (0, 13)),
+    ("api_versions", 18, "ApiVersions", (0, 4)),
+    ("create_topics", 19, "CreateTopics", (2, 7)),
+    ("delete_topics", 20, "DeleteTopics", (1, 6)),
+    ("init_producer_id", 22, "InitProducerId", (0, 5)),
+    ("offset_for_leader_epoch", 23, "OffsetForLeaderEpoch", (2, 4)),
+    ("describe_configs", 32, "DescribeConfigs", (1, 4)),
+    ("create_partitions", 37, "CreatePartitions", (0, 3)),
+    ("describe_cluster", 60, "DescribeCluster", (0, 2)),
+    ("find_coordinator", 10, "FindCoordinator", (0, 6)),
+    ("join_group", 11, "JoinGroup", (0, 9)),
+    ("sync_group", 14, "SyncGroup", (0, 5)),
+    ("heartbeat", 12, "Heartbeat", (0, 4)),
+    ("leave_group", 13, "LeaveGroup", (0, 5)),
+    ("offset_commit", 8, "OffsetCommit", (2, 9)),
+    ("offset_fetch", 9, "OffsetFetch", (1, 9)),
+    ("offset_delete", 47, "OffsetDelete", (0, 0)),
+    ("describe_groups", 15, "DescribeGroups", (0, 6)),
+    ("list_groups", 16, "ListGroups", (0, 5)),
+    ("delete_groups", 42, "DeleteGroups", (0, 2)),
+    ("consumer_group_heartbeat", 68, "ConsumerGroupHeartbeat", (0, 1)),
+    ("consumer_group_describe", 69, "ConsumerGroupDescribe", (0, 1)),
 )
+_MODULES = tuple(row[0] for row in _TABLE)
+_MODULE_OF = {key: name for name, key, _, _ in _TABLE}
 
-HANDLERS: dict[int, Any] = {}
-for _name in _MODULES:
-    _mod = importlib.import_module(f"{__name__}.{_name}")
-    HANDLERS[_mod.API_KEY] = _mod
+
+class _Handlers(dict):
+    """API key -> handler module, each imported on first use.
+
+    A plain dict once a module is in it (``HANDLERS[key]`` on the request path is
+    a dict lookup); a key not yet looked up is imported by ``__missing__``. The
+    rest of the mapping interface answers for every API, loaded or not.
+    """
+
+    def __missing__(self, key: int):
+        name = _MODULE_OF[key]  # KeyError for an API not served, as a dict
+        mod = importlib.import_module(f"{__name__}.{name}")
+        self[key] = mod
+        return mod
+
+    def _all(self) -> None:
+        for key in _MODULE_OF:
+            if not dict.__contains__(self, key):
+                self.__missing__(key)
+
+    def get(self, key, default=None):
+        return self[key] if key in _MODULE_OF else default
+
+    def __contains__(self, key) -> bool:
+        return key in _MODULE_OF
+
+    def __len__(self) -> int:
+        return len(_MODULE_OF)
+
+    def __iter__(self):
+        return iter(_MODULE_OF)
+
+    def keys(self):
+        return _MODULE_OF.keys()
+
+    def items(self):
+        self._all()
+        return dict.items(self)
+
+    def values(self):
+        self._all()
+        return dict.values(self)
+
+    def __eq__(self, other):
+        self._all()
+        return dict.__eq__(self, other)
+
+    __hash__ = None  # as dict
+
+
+HANDLERS: dict[int, Any] = _Handlers()
 
 
 def supported_versions() -> dict[int, tuple[int, int]]:
-    return {key: mod.VERSIONS for key, mod in HANDLERS.items()}
+    return {key: versions for _, key, _, versions in _TABLE}
 
 
 @dataclass(slots=True)

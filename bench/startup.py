@@ -1,0 +1,72 @@
+"""Start-up time: spawn -> first ApiVersions answered, over N starts.
+
+    python -m bench.startup [-n 15] [--bytecode-cache DIR] [-- more broker flags]
+
+Each start is ``bench.compare.start_kafkalite`` (``python -m broker serve``
+on a fresh data directory, an ApiVersions v3 poller every 2 ms from just
+before exec), so the figure is the one ``make bench-compare`` reports. Prints
+every start, then the median and minimum, the broker's CPU time by its first
+answer (clock ticks, but less sensitive to a busy machine than wall time), and
+/proc/loadavg before and after.
+It measures; it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+
+from .compare import loadavg, start_kafkalite
+from .procstat import cpu_seconds
+
+
+def _startup_ms(log: str) -> float:
+    m = re.search(r'"startup_ms": ([0-9.]+)', log)
+    return float(m.group(1)) if m else float("nan")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", type=int, default=15, help="starts (default 15)")
+    ap.add_argument("--bytecode-cache", metavar="DIR", help="run the broker with PYTHONPYCACHEPREFIX=DIR and bytecode writing on, "
+                    "after one unmeasured start that fills DIR: start-up as an installed package has it (pip compiles), "
+                    "rather than recompiling every module of a checkout under PYTHONDONTWRITEBYTECODE=1")
+    ap.add_argument("extra", nargs="*", help="more broker flags (after --)")
+    a = ap.parse_args()
+    if a.bytecode_cache:
+        os.environ["PYTHONPYCACHEPREFIX"] = str(Path(a.bytecode_cache).resolve())
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    import tests.raw  # noqa: F401 - the poller's imports, done before the first clock starts
+    from protocol.codec import request_class, response_class
+
+    request_class(18, 3), response_class(18, 3)
+    tmp = Path(tempfile.mkdtemp(prefix="kafkalite-startup-"))
+    api, ready, own, cpu = [], [], [], []
+    print(f"loadavg before: {loadavg()}")
+    try:
+        if a.bytecode_cache:
+            start_kafkalite(tmp / "warm", *a.extra).stop()
+        for i in range(a.n):
+            s = start_kafkalite(tmp / f"d{i}", *a.extra)
+            api.append(s.api_versions_s * 1000)
+            ready.append(s.ready_s * 1000)
+            cpu.append(cpu_seconds(s.pid) * 1000)  # by the first answer (and READY): less sensitive to a busy machine than wall time
+            own.append(_startup_ms(s.handle.logs()))
+            s.stop()
+            print(f"  start {i + 1:2d}: ApiVersions {api[-1]:6.1f} ms  READY {ready[-1]:6.1f} ms  (startup_ms {own[-1]:5.1f}, CPU {cpu[-1]:4.0f} ms)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"loadavg after: {loadavg()}")
+    print(f"ApiVersions: median {statistics.median(api):.1f} ms, min {min(api):.1f} ms (n={len(api)})")
+    print(f"READY line:  median {statistics.median(ready):.1f} ms, min {min(ready):.1f} ms")
+    print(f"broker CPU (utime+stime) by then: median {statistics.median(cpu):.0f} ms, min {min(cpu):.0f} ms")
+    print(f"startup_ms (the broker's own, data dir to READY): median {statistics.median(own):.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

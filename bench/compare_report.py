@@ -401,8 +401,8 @@ def summary_rows(res) -> list[Row]:
                 float(getattr(a, "form_double_owned", NAN)) if a else NAN, float(getattr(b, "form_double_owned", NAN)) if b else NAN, "", False,
                 "{:,.0f}", kk=float(getattr(c, "form_double_owned", NAN)) if c else NAN, kk_na=na, phase=ph, count=True),
             Row(f"KIP-848, forming {size - 1:,} members: ConsumerGroupHeartbeat answered UNKNOWN_MEMBER_ID (count)",
-                _form_errors(a, "ConsumerGroupHeartbeat UNKNOWN_MEMBER_ID"), _form_errors(b, "ConsumerGroupHeartbeat UNKNOWN_MEMBER_ID"), "",
-                False, "{:,.0f}", kk=_form_errors(c, "ConsumerGroupHeartbeat UNKNOWN_MEMBER_ID"), kk_na=na, phase=ph, count=True),
+                _form_errors(a, "ConsumerGroupHeartbeat unknown_member_id"), _form_errors(b, "ConsumerGroupHeartbeat unknown_member_id"), "",
+                False, "{:,.0f}", kk=_form_errors(c, "ConsumerGroupHeartbeat unknown_member_id"), kk_na=na, phase=ph, count=True),
         ]
     rows.append(load_row(res))
     return rows

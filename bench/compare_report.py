@@ -194,13 +194,14 @@ def startup_rows(res) -> list[Row]:
             med(kf.startup_ready_ms), "ms", False, "{:,.0f}",
             f"Kafka's `kafka-storage format` before the first start adds {med(kf.format_ms):,.0f} ms (not counted)",
             kk=med(_g(kk, "startup_ready_ms", [])), phase="start-up"),
-        Row("Idle RSS, 3 s after start", kl.idle_rss_mb, kf.idle_rss_mb, "MB", False, "{:,.1f}", f"Kafka `-Xmx{res.kafka_heap} -Xms128m`, G1",
-            kk=_g(kk, "idle_rss_mb"), phase="idle"),
-        Row("Idle CPU over those 3 s", kl.idle_cpu_pct, kf.idle_cpu_pct, "% of a core", False, "{:,.1f}", "", kk=_g(kk, "idle_cpu_pct"),
-            phase="idle"),
-        Row("RSS after the workloads (before the fresh KIP-848 brokers)", kl.rss_end_mb, kf.rss_end_mb, "MB", False, "{:,.1f}", "",
-            kk=_g(kk, "rss_end_mb")),
-        Row("Peak RSS over those workloads (VmHWM)", kl.peak_rss_mb, kf.peak_rss_mb, "MB", False, "{:,.1f}", "", kk=_g(kk, "peak_rss_mb")),
+        Row("Idle RSS, 3 s after start", kl.idle_rss_mb or NAN, kf.idle_rss_mb or NAN, "MB", False, "{:,.1f}",
+            f"Kafka `-Xmx{res.kafka_heap} -Xms128m`, G1", kk=_g(kk, "idle_rss_mb") or NAN, phase="idle"),
+        Row("Idle CPU over those 3 s", kl.idle_cpu_pct if kl.idle_rss_mb else NAN, kf.idle_cpu_pct if kf.idle_rss_mb else NAN, "% of a core",
+            False, "{:,.1f}", "", kk=_g(kk, "idle_cpu_pct") if _g(kk, "idle_rss_mb", 0) else NAN, phase="idle"),
+        Row("RSS after the workloads (before the fresh KIP-848 brokers)", kl.rss_end_mb or NAN, kf.rss_end_mb or NAN, "MB", False, "{:,.1f}", "",
+            kk=_g(kk, "rss_end_mb") or NAN),
+        Row("Peak RSS over those workloads (VmHWM)", kl.peak_rss_mb or NAN, kf.peak_rss_mb or NAN, "MB", False, "{:,.1f}", "",
+            kk=_g(kk, "peak_rss_mb") or NAN),
     ]
 
 
@@ -482,16 +483,25 @@ def summary_plot(res, rows: list[Row], ax) -> None:
     h = 0.8 / len(series)
     for i, (who, vals) in enumerate(series):
         off = (i - (len(series) - 1) / 2) * h
-        bars = ax.barh(y + off, [v if ok(v) else 1 for v in vals], h, left=0, label=NAMES[who], color=COLORS[who])
-        for bar, v in zip(bars, vals, strict=True):
-            ax.annotate(f"{v:,.2g}×" if ok(v) else "no result", (bar.get_width() if ok(v) else 1, bar.get_y() + bar.get_height() / 2),
-                        va="center", fontsize=6, xytext=(2, 0), textcoords="offset points")
+        for yy, v in zip(y + off, vals, strict=True):
+            if ok(v):  # a bar from 1 to the factor: right of 1 better than Kafka, left worse
+                ax.barh(yy, abs(v - 1) or 0.01, h, left=min(v, 1.0), color=COLORS[who])
+                ax.annotate(f"{v:,.1f}×" if v < 10 else f"{v:,.0f}×", (max(v, 1.0), yy), va="center", fontsize=6, xytext=(2, 0),
+                            textcoords="offset points")
+            else:
+                ax.annotate(f"{NAMES[who]}: no result", (1.0, yy), va="center", fontsize=6, xytext=(2, 0), textcoords="offset points",
+                            color=COLORS[who])
+    from matplotlib.patches import Patch
+
     ax.axvline(1, color="black", lw=0.8)
     ax.set_xscale("log")
-    ax.set_yticks(y, [r.label if len(r.label) < 70 else r.label[:67] + "…" for r in rows], fontsize=7)
+    vals = [v for _, vs in series for v in vs if ok(v) and v > 0]
+    if vals:
+        ax.set_xlim(min(min(vals), 1.0) / 1.6, max(max(vals), 1.0) * 1.8)
+    ax.set_yticks(y, [r.label if len(r.label) < 56 else r.label[:53] + "…" for r in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("times better than Apache Kafka 4.1 on this figure (log scale; right of 1: better, left: worse)")
-    ax.legend(fontsize=8)
+    ax.legend(handles=[Patch(color=COLORS[who], label=NAMES[who]) for who, _ in series], fontsize=8)
 
 
 def plots(res, outdir: Path = IMG) -> list[tuple[str, str]]:
@@ -512,7 +522,7 @@ def plots(res, outdir: Path = IMG) -> list[tuple[str, str]]:
         made.append((name, alt))
 
     rows = summary_rows(res)
-    fig, ax = plt.subplots(1, 1, figsize=(10, 0.38 * len(rows) + 1.6))
+    fig, ax = plt.subplots(1, 1, figsize=(11, 0.38 * len(rows) + 1.6))
     summary_plot(res, rows, ax)
     save(fig, "compare-summary.png", "Every figure of the summary table as a factor against Apache Kafka")
 

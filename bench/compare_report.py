@@ -534,7 +534,7 @@ def plots(res, outdir: Path = IMG) -> list[tuple[str, str]]:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     cats = [(n, s) for n in ("produce", "consume") for s in (1000, 100)]
-    labels = [f"{n}\n{_size(s)}" for n, s in cats] + ["consume 1 KB\n4 MiB fetch", "consume 1 KB\n16 MiB fetch"]
+    labels = [f"{n}\n{_size(s)}" for n, s in cats] + ["consume 1 KB\n4 MiB\nfetches", "consume 1 KB\n16 MiB\nfetches"]
     _bars(axes[0], labels, _series(res, lambda sd: [_phase(sd, n, s, "mb_per_s") for n, s in cats] + [_fetch(sd, m, "mb_per_s") for m in (4, 16)]),
           "MB/s", "Throughput, confluent-kafka (higher is better)")
     _bars(axes[1], labels, _series(res, lambda sd: [_phase(sd, n, s, "broker_cpu_ms_per_mb") for n, s in cats]

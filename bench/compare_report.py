@@ -248,7 +248,10 @@ def group_rows(res) -> list[Row]:
     c_kl, c_kf, c_kk = _tp(kl.commits), _tp(kf.commits), _tp(_g(kk, "commits", []))
     h_kl, h_kf, h_kk = _tp([kl.heartbeat]), _tp([kf.heartbeat]), _tp([_g(kk, "heartbeat", None)])
     shape = f"{a.commit_conns} connections × {a.commit_depth} in flight, {a.commit_groups} groups"
-    cores = (lambda t1, t2, t3: f"{t1[2]:.0%} / {t2[2]:.0%}" + (f" / {t3[2]:.0%}" if kk else ""))
+
+    def cores(t1, t2, t3) -> str:
+        return f"{t1[2]:.0%} / {t2[2]:.0%}" + (f" / {t3[2]:.0%}" if kk else "")
+
     return [
         Row("OffsetCommit requests/s", c_kl[0], c_kf[0], "/s", True, "{:,.0f}", f"{shape}; broker at {cores(c_kl, c_kf, c_kk)} of a core",
             kk=c_kk[0], kk_na=_failed(kk, "OffsetCommit"), phase="OffsetCommit"),

@@ -592,7 +592,10 @@ def kfake_support(res) -> list[str]:
         "implements every request the workloads send (ApiVersions, Produce, Fetch, OffsetCommit/Fetch, the classic group requests, "
         "KIP-848 ConsumerGroupHeartbeat with the `uniform` and `range` server assignors), so it runs every workload; where its column "
         "says \"failed\" the notes give the error. Its coordinator-load figure uses its optional persistence (`-data-dir`, "
-        "`kfake.DataDir`), which saves state on shutdown and reloads it in `NewCluster`.",
+        "`kfake.DataDir`), which saves state on shutdown and reloads it in `NewCluster`; there it runs with "
+        "`state.log.compact.bytes` at 1 TiB, because past that size (10 MiB by default) kfake rewrites its whole groups log after "
+        "every request, which with only distinct keys makes writing the commits quadratic (it had written about 12 MB of the "
+        "500k commits after a minute when first tried).",
         "kfake answers OffsetFetch v7 for a group it does not know with GROUP_ID_NOT_FOUND (Kafka and kafkalite answer no error and no "
         "offsets); the coordinator readiness probe accepts both.",
     ]

@@ -605,8 +605,11 @@ def notes(res) -> list[str]:
     kl, kf = res.sides[KL], res.sides[KF]
     out = []
     out.append(
-        f"The machine is shared: other jobs (test suites, other benchmarks) ran during this run; /proc/loadavg (1, 5, 15 min) at each "
-        f"phase: {'; '.join(f'{name} {la}' for name, la in res.loadavg)}. On {res.machine.get('cores')} cores a load average above "
+        "The machine is shared: other jobs (test suites, other benchmarks) ran during this run; /proc/loadavg (1, 5, 15 min) at the "
+        "start and end of each phase: "
+        + ("; ".join(f"{p.name} {p.start} → {p.end or '?'} ({p.seconds:,.0f} s)" for p in getattr(res, "phases", {}).values())
+           or "; ".join(f"{name} {la}" for name, la in res.loadavg))
+        + f". On {res.machine.get('cores')} cores a load average above "
         "2 means the brokers and the load generator waited for CPU, so treat single figures as ±20 % or worse; the ratios are more "
         "robust because the brokers ran one after the other within each workload.")
     out.append(

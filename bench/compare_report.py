@@ -259,8 +259,9 @@ def group_rows(res) -> list[Row]:
             phase="OffsetCommit"),
         Row("Heartbeat requests/s", h_kl[0], h_kf[0], "/s", True, "{:,.0f}",
             f"1000-member Stable classic group, 4 in flight per member; broker at {cores(h_kl, h_kf, h_kk)} of a core",
-            kk=h_kk[0], kk_na=_failed(kk, "classic"), phase=REBALANCE_PHASE),
-        Row("Broker CPU per Heartbeat", h_kl[1], h_kf[1], "µs", False, "{:,.1f}", "", kk=h_kk[1], kk_na=_failed(kk, "classic"),
+            kk=h_kk[0], kk_na=_failed(kk, "classic Heartbeat", "classic rebalances, 1000"), phase=REBALANCE_PHASE),
+        Row("Broker CPU per Heartbeat", h_kl[1], h_kf[1], "µs", False, "{:,.1f}", "", kk=h_kk[1],
+            kk_na=_failed(kk, "classic Heartbeat", "classic rebalances, 1000"),
             phase=REBALANCE_PHASE),
     ]
 
@@ -296,7 +297,7 @@ def rebalance_rows(res) -> list[Row]:
                             _reb(kf, size, kind, "sync_ms"), "ms", False, "{:,.1f}",
                             "broker CPU " + " / ".join(f"{c:,.0f}" for c in cpu) + " ms per rebalance; generations "
                             + " / ".join(_gens(s, size, kind) for s in sides),
-                            kk=_reb(kk, size, kind, "sync_ms"), kk_na=_failed(kk, "classic"), phase=REBALANCE_PHASE))
+                            kk=_reb(kk, size, kind, "sync_ms"), kk_na=_failed(kk, f"classic rebalances, {size} "), phase=REBALANCE_PHASE))
     return rows
 
 
@@ -389,7 +390,7 @@ def summary_rows(res) -> list[Row]:
     for kind, label in (("new", "new group"), ("stable", "Stable group, leader rejoins")):
         rows.append(Row(f"Classic rebalance, 1000 members, {label} (last JoinGroup → all SyncGroup answers)", _reb(kl, 1000, kind, "sync_ms"),
                         _reb(kf, 1000, kind, "sync_ms"), "ms", False, "{:,.0f}", kk=_reb(kk, 1000, kind, "sync_ms"),
-                        kk_na=_failed(kk, "classic"), phase=REBALANCE_PHASE))
+                        kk_na=_failed(kk, "classic rebalances, 1000 "), phase=REBALANCE_PHASE))
     if res.args.k848:
         size = max(n for n, _ in res.args.k848)
         a, b, c = _k(kl, size), _k(kf, size), _k(kk, size)

@@ -43,8 +43,10 @@ bench: install
 	$(BIN)/python -m bench.groups
 	$(BIN)/python -m bench.plugin_start
 
+# kafkalite vs Apache Kafka (and kfake, built from bench/kfake with go when go is there); e.g.
+# make bench-compare BENCH_COMPARE_ARGS="--quick --out /tmp/compare.md" for a short check that leaves docs/ alone
 bench-compare: install
-	$(BIN)/python -m bench.compare
+	$(BIN)/python -m bench.compare $(BENCH_COMPARE_ARGS)
 
 # the protocol-layer fuzzer for longer than make test runs it (findings are saved to tests/fuzz/corpus/)
 fuzz: install

@@ -137,6 +137,8 @@ class ProtocolResult:
     steady: Steady | None = None
     errors: Counter = field(default_factory=Counter)
     double_owned: int = 0  # a partition handed to a member while another still owned it
+    form_errors: Counter = field(default_factory=Counter)  # errors counted while the group formed (``form()``, settling included)
+    form_double_owned: int = 0  # double_owned while the group formed
     leave_settle_ms: list[float] = field(default_factory=list)
     broker_log: list = field(default_factory=list)  # (epoch, assignor_ms, members) of the group's target computations
 
@@ -767,6 +769,7 @@ async def run_protocol(kind: str, conns: list[Conn], admin: Conn, pid: int, size
     t = perf()
     await sim.form(size - 1)
     res.form_s = perf() - t
+    res.form_errors, res.form_double_owned = Counter(sim.tracker.errors), sim.tracker.double_owned
     say(f"    {kind}: {size - 1} members settled in {res.form_s:.1f} s" + (f" (joins answered after {sim.joins_s:.1f} s)" if kind == "kip848" else ""))
     for rep in range(reps):
         sim.rephase()  # every member's next heartbeat falls anywhere in the coming interval

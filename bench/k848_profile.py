@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             if "join 1/" in m:
                 split[:] = cpu_split(pid)
             if "steady:" in m and split:
-                user, system = (a - b for a, b in zip(cpu_split(pid), split))
+                user, system = (a - b for a, b in zip(cpu_split(pid), split, strict=True))
                 m += f" (broker user {user:.1f} s, system {system:.1f} s since the first join)"
             print(f"{time.strftime('%H:%M:%S')} {m.strip()}", flush=True)
 

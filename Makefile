@@ -5,7 +5,10 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: install run test spark-jars test-unit reference-kafka test-conformance test-clients compat bench bench-compare fuzz soak reliability reliability-quick lint clean
 
+# compiled bytecode for the project's own modules, as an installed package has it: a checkout run
+# under PYTHONDONTWRITEBYTECODE=1 would otherwise compile every module at every start
 install: $(STAMP)
+	@$(BIN)/python -m compileall -q -j 0 broker protocol storage bench pipeline tests > /dev/null
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -29,10 +29,11 @@ from collections.abc import Callable
 
 from protocol.errors import ErrorCode
 from protocol.group_records import encode_key, encode_value
-from protocol.records import Record, build_batch, iter_key_values, split_batches
+from protocol.records import Record, build_batch, split_batches
 
 from ..cluster import AppendOrigin
 from .common import CoordinatorError, GroupConfig, Result
+from .loader import finish, replay_batch
 from .shard import GroupShard
 
 LOADING, ACTIVE, FAILED = "loading", "active", "failed"
@@ -159,12 +160,12 @@ class ShardRuntime:
 
     # ================================================================ loading
     async def load(self) -> None:
-        """Replay the partition's log, yielding to the loop between chunks.
+        """Replay the partition's log in order, yielding to the loop between chunks.
 
-        Every record type the coordinator writes is keyed state (the last
-        value of a key wins, a null value deletes it), so the log is first
-        folded to its latest value per key, as compaction would, and only
-        those are decoded and replayed.
+        The state is exactly what replaying every record in log order gives;
+        ``loader.replay_batch`` gets there fast (offset commits by runs of
+        same-layout records, their values decoded only if no later record
+        replaced them). Control batches carry no coordinator records.
         """
         t0 = time.perf_counter()
         self.state = LOADING
@@ -172,25 +173,20 @@ class ShardRuntime:
         shard = self.shard
         offset = plog.log_start_offset
         records = 0
-        latest: dict[bytes, bytes | None] = {}
         while offset < plog.log_end_offset:
             data = plog.read(offset, LOAD_CHUNK_BYTES)
             if not data:
                 break
-            for header, batch in split_batches(data, verify_crc=False):
+            for header, batch in split_batches(data, verify_crc=False):  # storage recovery checked the tail
                 if header.last_offset < offset:
                     continue
                 offset = header.last_offset + 1
                 if header.is_control:
                     continue
-                before = len(latest)
-                for key, value in iter_key_values(batch):
-                    if key is not None:
-                        latest[key] = value
-                records += header.records_count if header.records_count else len(latest) - before
+                replay_batch(shard, header, batch)
+                records += header.records_count
             await asyncio.sleep(0)
-        for key, value in latest.items():
-            shard.replay_bytes(key, value)
+        values = finish(shard)
         self._activate()
         elapsed = time.perf_counter() - t0
         self.load_stats = {"records": records, "seconds": elapsed}
@@ -200,6 +196,7 @@ class ShardRuntime:
                 records=records,
                 groups=len(shard.groups),
                 offsets=shard.offsets.count(),
+                values_decoded=values,
                 load_ms=round(elapsed * 1000, 1),
                 skipped=shard.skipped_records,
             )

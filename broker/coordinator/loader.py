@@ -27,6 +27,7 @@ from itertools import groupby, repeat
 from operator import itemgetter
 
 from protocol.compression import CorruptRecordError, decompress
+from protocol.group_records import OffsetCommitValue
 from protocol.group_records._codec import _cached_str, _str_cache
 from protocol.group_records.runs import SINGLE, TOMBSTONES, Truncated, key_value_at, scan, value_of_row
 from protocol.records import COMPRESSION_MASK, HEADER_SIZE
@@ -96,8 +97,11 @@ def replay_batch(shard, header, batch) -> None:
 def finish(shard) -> int:
     """Turn the rows still standing in ``offsets.latest`` into values; returns how many."""
     n = 0
+    value = OffsetCommitValue
     for offsets in shard.offsets.latest.values():
-        rows = [(k, value_of_row(v)) for k, v in offsets.items() if type(v) is tuple]
+        # v3/v4 without metadata (what the coordinator writes for a plain commit) inline, the rest by value_of_row
+        rows = [(k, value(v[4], v[5], "", v[6], -1, None) if len(v) == 7 and v[3] != 1 else value_of_row(v))
+                for k, v in offsets.items() if v.__class__ is tuple]
         if rows:
             offsets.update(rows)
             n += len(rows)

@@ -24,6 +24,7 @@ not fenced for the broker's delay.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Callable
 
@@ -173,20 +174,18 @@ class ShardRuntime:
         shard = self.shard
         offset = plog.log_start_offset
         records = 0
-        while offset < plog.log_end_offset:
-            data = plog.read(offset, LOAD_CHUNK_BYTES)
-            if not data:
-                break
-            for header, batch in split_batches(data, verify_crc=False):  # storage recovery checked the tail
-                if header.last_offset < offset:
-                    continue
-                offset = header.last_offset + 1
-                if header.is_control:
-                    continue
-                replay_batch(shard, header, batch)
-                records += header.records_count
-            await asyncio.sleep(0)
-        values = finish(shard)
+        # the cyclic GC would walk the ever-growing state again and again while the load builds it
+        # (about a quarter of the load's CPU); nothing the load makes is cyclic garbage
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            while offset < plog.log_end_offset:
+                offset, n = await self._load_chunk(plog, offset)
+                records += n
+            values = finish(shard)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         self._activate()
         elapsed = time.perf_counter() - t0
         self.load_stats = {"records": records, "seconds": elapsed}
@@ -200,6 +199,25 @@ class ShardRuntime:
                 load_ms=round(elapsed * 1000, 1),
                 skipped=shard.skipped_records,
             )
+
+    async def _load_chunk(self, plog, offset: int) -> tuple[int, int]:
+        """Replay up to LOAD_CHUNK_BYTES of batches from ``offset``, then let the loop run;
+        returns the next offset and the records replayed."""
+        data = plog.read(offset, LOAD_CHUNK_BYTES)
+        if not data:
+            return plog.log_end_offset, 0
+        shard = self.shard
+        records = 0
+        for header, batch in split_batches(data, verify_crc=False):  # storage recovery checked the tail
+            if header.last_offset < offset:
+                continue
+            offset = header.last_offset + 1
+            if header.is_control:
+                continue
+            replay_batch(shard, header, batch)
+            records += header.records_count
+        await asyncio.sleep(0)
+        return offset, records
 
     def _activate(self) -> None:
         self.state = ACTIVE

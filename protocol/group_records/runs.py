@@ -221,19 +221,18 @@ def scan(data, count: int):
                 size, const, od_at, od_size, delta, kind, st, names = lay
                 limit = min(count - idx, (n - pos) // size, (64 if od_size == 1 else 8192) - delta)
                 good = 1
-                if limit >= MIN_RUN:
-                    k = min(MIN_RUN * 2, limit)
-                    bad = 0
-                    while True:  # doubling ...
-                        if _verified(data, pos, size, k, const, od_at, od_size, delta):
-                            good = k
-                            if k == limit:
-                                break
-                            k = min(k * 2, limit)
-                        else:
+                if limit >= MIN_RUN and _verified(data, pos, size, limit, const, od_at, od_size, delta):
+                    good = limit  # the usual case: the rest of the batch (or of this varint size)
+                elif limit >= MIN_RUN:
+                    k = MIN_RUN
+                    bad = limit
+                    while k < bad:  # doubling ...
+                        if not _verified(data, pos, size, k, const, od_at, od_size, delta):
                             bad = k
                             break
-                    while bad and bad - good > 1:  # ... then bisecting
+                        good = k
+                        k *= 2
+                    while bad - good > 1:  # ... then bisecting
                         mid = (good + bad) // 2
                         if _verified(data, pos, size, mid, const, od_at, od_size, delta):
                             good = mid

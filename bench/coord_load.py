@@ -80,6 +80,45 @@ async def load_once(path: Path) -> tuple[float, float, int, ShardRuntime]:
         plog.close()
 
 
+def load_broker_data(args) -> int:
+    import gc
+
+    import uvloop
+
+    parts = sorted(args.broker_data.glob("__consumer_offsets-*"))
+
+    async def all_shards():
+        wall = cpu = 0.0
+        n = 0
+        shards = []
+        for p in parts:  # (opening and closing each log is not counted: the broker does it before the load)
+            w, c, records, rt = await load_once(p)
+            wall += w
+            cpu += c
+            n += records
+            shards.append(rt)
+        return wall, cpu, n, shards
+
+    for _ in range(args.repeat):
+        with open("/proc/loadavg") as f:
+            la = " ".join(f.read().split()[:3])
+        elapsed, cpu, records, shards = uvloop.run(all_shards())
+        print(f"{len(parts)} shards: {records:,} records in {elapsed * 1000:.0f} ms = {records / elapsed:,.0f} records/s; "
+              f"CPU {cpu * 1000:.0f} ms = {records / cpu:,.0f} records/CPU-s (loadavg {la})")
+        del shards
+        gc.collect()
+    if args.profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        uvloop.run(all_shards())
+        prof.disable()
+        prof.dump_stats(str(args.profile))
+        import pstats
+
+        pstats.Stats(str(args.profile)).sort_stats("tottime").print_stats(18)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.coord_load")
     ap.add_argument("--groups", type=int, default=2000)
@@ -89,7 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--profile", type=Path)
     ap.add_argument("--dir", type=Path, help="reuse (or create) the log here instead of a temporary one")
+    ap.add_argument("--broker-data", type=Path, help="load every __consumer_offsets-N partition of this broker data directory (e.g. kept by bench.groups --keep)")
     args = ap.parse_args(argv)
+    if args.broker_data:
+        return load_broker_data(args)
     tmp = args.dir or Path(tempfile.mkdtemp(prefix="coord-load-"))
     try:
         if not (tmp / "00000000000000000000.log").exists():

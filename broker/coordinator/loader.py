@@ -35,7 +35,8 @@ from protocol.records import COMPRESSION_MASK, HEADER_SIZE
 from .classic_group import ClassicGroup
 
 _names = itemgetter(0, 1)
-_partition = itemgetter(2)
+_without_names = itemgetter(slice(2, None))
+_partition = itemgetter(0)
 
 
 def _str(raw: bytes) -> str:
@@ -61,10 +62,10 @@ def replay_batch(shard, header, batch) -> None:
                 if a is not None:
                     replay_bytes(a, b)
                 continue
-            if b:  # one group and topic for the whole run
-                stretches = (((a[0][0], a[0][1]), a),)
-            else:
-                stretches = groupby(a, _names)
+            if b is not None:  # one group and topic for the whole run: rows start with the partition
+                stretches = ((b, a),)
+            else:  # rows start with the group and topic bytes: split, and drop them
+                stretches = ((names, list(map(_without_names, rows))) for names, rows in groupby(a, _names))
             if kind == TOMBSTONES:
                 for (graw, traw), rows in stretches:
                     group = _str(graw)
@@ -80,8 +81,6 @@ def replay_batch(shard, header, batch) -> None:
                 continue
             for (graw, traw), rows in stretches:
                 group = _str(graw)
-                if b is False:
-                    rows = list(rows)
                 pairs = zip(zip(repeat(_str(traw)), map(_partition, rows)), rows)
                 offsets = latest.get(group)
                 if offsets is None:
@@ -100,7 +99,7 @@ def finish(shard) -> int:
     value = OffsetCommitValue
     for offsets in shard.offsets.latest.values():
         # v3/v4 without metadata (what the coordinator writes for a plain commit) inline, the rest by value_of_row
-        rows = [(k, value(v[4], v[5], "", v[6], -1, None) if len(v) == 7 and v[3] != 1 else value_of_row(v))
+        rows = [(k, value(v[2], v[3], "", v[4], -1, None) if len(v) == 5 and v[1] != 1 else value_of_row(v))
                 for k, v in offsets.items() if v.__class__ is tuple]
         if rows:
             offsets.update(rows)

@@ -14,26 +14,35 @@ walks a records section and cuts it into
   returned as raw (key, value) bytes for the ordinary decoder.
 
 Verification: every byte of a run that is not payload must equal the first
-record's byte at the same place (one strided slice per byte position,
-``data[j::size]``, compared in C), and the offset deltas must count up by one
+record's byte at the same place, and the offset deltas must count up by one
 from the first record's (so each varint has the size the layout assumes).
+Both are C-speed: one strided slice (``data[j::size]``) per shared byte
+position, compared with the first record's byte repeated, and one or two for
+the offset deltas, compared with a table.
 With the record length, key length and value length bytes all equal, every
 record starts where the layout says, so the rows are exactly what decoding
 each record on its own would give. The longest verified run is found by
-doubling then bisecting, so a batch of mixed layouts costs a few passes over
-its bytes, not one per record.
+trying the whole rest of the batch, then doubling and bisecting, so a batch
+of mixed layouts costs a few passes over its bytes, not one per record. A
+record's layout is usually one of the last few runs' (a batch alternates
+between the one-byte and the two-byte offset delta), checked by picking its
+shared bytes in one call; otherwise it is read from the record.
 
-Rows of a value run: ``(group bytes, topic bytes, partition, version, *value
-fields)`` with value fields ``offset, epoch, [metadata bytes], commit``
-(v3/v4) or ``offset, [metadata bytes], commit, expire`` (v1); metadata bytes
-appear only when the metadata is not empty. Rows of a tombstone run:
-``(group bytes, topic bytes, partition)``. :func:`value_of_row` turns a value
-row into the :class:`OffsetCommitValue` that ``decode_value`` gives.
+Rows of a value run: ``(partition, version, *value fields)`` with value
+fields ``offset, epoch, [metadata bytes], commit`` (v3/v4) or ``offset,
+[metadata bytes], commit, expire`` (v1); metadata bytes appear only when the
+metadata is not empty. Rows of a tombstone run: ``(partition,)``. When the
+records of a run do not all have the same group and topic, every row starts
+with the group's and the topic's bytes instead. :func:`value_of_row` turns a
+value row (without names) into the :class:`OffsetCommitValue` that
+``decode_value`` gives.
 """
 
 from __future__ import annotations
 
 import struct
+from operator import itemgetter
+from typing import NamedTuple
 
 from .classic import OffsetCommitValue
 from ._codec import _LENIENT, _UTF8
@@ -97,8 +106,7 @@ def _u16(data, p: int) -> int:
 
 
 def _layout(data, pos: int):
-    """The fast layout of the record at ``pos``: (size, constant byte positions, offset delta
-    position and size, its delta, kind, struct) or None when the record has no fast layout."""
+    """The fast layout of the record at ``pos`` and its offset delta, or None when the record has none."""
     rec_len, p = _varint(data, pos)
     end = p + rec_len
     if end > len(data):
@@ -125,7 +133,7 @@ def _layout(data, pos: int):
     key_at = kp - pos
     const += range(key_at, key_at + 4)  # type, group length
     const += range(tp - pos, tp - pos + 2)  # topic length
-    fmt = [f"{od_at}x", f"{od_size}x", f"{kp - p}x", f"2x2x{glen}s2x{tlen}si"]
+    fmt = [f"{od_at}x", f"{od_size}x", f"{kp - p}x", "\0", "i"]  # "\0": where the group and topic are (or are skipped)
     vlen, vp = _varint(data, kp + klen)
     const += range(kp + klen - pos, vp - pos)
     fmt.append(f"{vp - kp - klen}x")
@@ -179,24 +187,87 @@ def _layout(data, pos: int):
     const.append(hp - pos)
     fmt.append("x")
     sig = "".join(fmt)
+    size = end - pos
+    with_names = _struct(sig.replace("\0", f"2x2x{glen}s2x{tlen}s"))
+    plain = _struct(sig.replace("\0", f"2x2x{glen}x2x{tlen}x"))
+    if with_names.size != size or plain.size != size:  # pragma: no cover - the layout above is exact
+        return None
+    g_at = key_at + 4
+    t_at = tp - pos + 2
+    names = [*range(g_at, g_at + glen), *range(t_at, t_at + tlen)]  # one group's commit has the same in every record
+    get = itemgetter(*const)
+    lay = _Layout(size, od_at, od_size, kind, with_names, plain, const, names, (g_at, g_at + glen), (t_at, t_at + tlen), get, get(data[pos:end]))
+    return lay, delta
+
+
+def _struct(sig: str) -> struct.Struct:
     st = _formats.get(sig)
     if st is None:
         st = _formats[sig] = struct.Struct(">" + sig)
-    size = end - pos
-    if st.size != size:  # pragma: no cover - the layout above is exact
+    return st
+
+
+class _Layout(NamedTuple):
+    size: int
+    od_at: int  # the offset delta varint: position and size
+    od_size: int
+    kind: int
+    with_names: struct.Struct  # rows (group bytes, topic bytes, partition, ...)
+    plain: struct.Struct  # rows (partition, ...)
+    const: list[int]  # positions of the bytes every record of a run shares
+    names: list[int]  # positions of the group's and topic's bytes
+    group_at: tuple[int, int]
+    topic_at: tuple[int, int]
+    get_const: itemgetter  # the shared bytes of a record ...
+    const_values: tuple  # ... as the record the layout was read from has them
+
+
+_recent: list[_Layout] = []  # the layouts of the latest runs, newest first (a batch's runs alternate between two)
+
+
+def _delta_at(data, p: int, od_size: int) -> int | None:
+    """The offset delta at ``p`` if it is a varint of ``od_size`` bytes (1 or 2), else None."""
+    b = data[p]
+    if od_size == 1:
+        return b >> 1 if b < 0x80 and not b & 1 else None
+    c = data[p + 1]
+    if b < 0x80 or c >= 0x80:
         return None
-    # the group and topic bytes: equal across a run in the common case (one group's commit)
-    names = list(range(key_at + 4, key_at + 4 + glen)) + list(range(tp - pos + 2, tp - pos + 2 + tlen))
-    return size, const, od_at, od_size, delta, kind, st, names
+    z = (b & 0x7F) | (c << 7)
+    return None if z & 1 else z >> 1
 
 
-def _verified(data, pos: int, size: int, k: int, const: list[int], od_at: int, od_size: int, delta: int) -> bool:
-    """Do the ``k`` records from ``pos`` all have the layout of the first (see the module doc)?"""
-    region = data[pos:pos + k * size]
-    for j in const:
+def _known_layout(data, pos: int):
+    """A recent layout the record at ``pos`` has (its shared bytes equal the layout's), and its delta."""
+    for lay in _recent:
+        rec = data[pos:pos + lay.size]
+        if len(rec) == lay.size and lay.get_const(rec) == lay.const_values:
+            delta = _delta_at(rec, lay.od_at, lay.od_size)
+            if delta is not None:
+                return lay, delta
+    found = _layout(data, pos)
+    if found is not None:
+        _recent.insert(0, found[0])
+        del _recent[4:]
+    return found
+
+
+def _same(region, size: int, k: int, positions: list[int]) -> bool:
+    """Do the ``k`` records of ``region`` all have the first one's bytes at ``positions``?"""
+    for j in positions:
         if region[j::size] != region[j:j + 1] * k:
             return False
-    if od_size == 1:
+    return True
+
+
+def _verified(data, pos: int, lay: _Layout, k: int, delta: int) -> bool:
+    """Do the ``k`` records from ``pos`` all have the layout of the first (see the module doc)?"""
+    size = lay.size
+    region = data[pos:pos + k * size]
+    if not _same(region, size, k, lay.const):
+        return False
+    od_at = lay.od_at
+    if lay.od_size == 1:
         return region[od_at::size] == _OD1[delta:delta + k]
     return region[od_at::size] == _OD2_LO[delta:delta + k] and region[od_at + 1::size] == _OD2_HI[delta:delta + k]
 
@@ -204,10 +275,12 @@ def _verified(data, pos: int, size: int, k: int, const: list[int], od_at: int, o
 def scan(data, count: int):
     """Cut the first ``count`` records of a records section (bytes) into runs and single records.
 
-    Yields ``(VALUES | TOMBSTONES, rows, same_names)`` for a run (``same_names``:
-    every row has the first row's group and topic) and ``(SINGLE, key, value)``
-    for a record decoded on its own, in log order. Raises :class:`Truncated`
-    when the section ends inside a record.
+    Yields ``(VALUES | TOMBSTONES, rows, names)`` for a run, where ``names`` is
+    (group bytes, topic bytes) when every record of the run has the same ones
+    (rows then start with the partition), else None (rows start with the group
+    and topic bytes); and ``(SINGLE, key, value)`` for a record decoded on its
+    own; in log order. Raises :class:`Truncated` when the section ends inside
+    a record.
     """
     n = len(data)
     pos = 0
@@ -216,33 +289,38 @@ def scan(data, count: int):
     backoff = 1
     try:
         while idx < count:
-            lay = _layout(data, pos) if idx >= retry_at else None
-            if lay is not None:
-                size, const, od_at, od_size, delta, kind, st, names = lay
-                limit = min(count - idx, (n - pos) // size, (64 if od_size == 1 else 8192) - delta)
+            found = _known_layout(data, pos) if idx >= retry_at else None
+            if found is not None:
+                lay, delta = found
+                size = lay.size
+                limit = min(count - idx, (n - pos) // size, (64 if lay.od_size == 1 else 8192) - delta)
                 good = 1
-                if limit >= MIN_RUN and _verified(data, pos, size, limit, const, od_at, od_size, delta):
+                if limit >= MIN_RUN and _verified(data, pos, lay, limit, delta):
                     good = limit  # the usual case: the rest of the batch (or of this varint size)
                 elif limit >= MIN_RUN:
                     k = MIN_RUN
                     bad = limit
                     while k < bad:  # doubling ...
-                        if not _verified(data, pos, size, k, const, od_at, od_size, delta):
+                        if not _verified(data, pos, lay, k, delta):
                             bad = k
                             break
                         good = k
                         k *= 2
                     while bad - good > 1:  # ... then bisecting
                         mid = (good + bad) // 2
-                        if _verified(data, pos, size, mid, const, od_at, od_size, delta):
+                        if _verified(data, pos, lay, mid, delta):
                             good = mid
                         else:
                             bad = mid
                 if good >= MIN_RUN:
                     end = pos + good * size
                     region = data[pos:end]
-                    same = all(region[j::size] == region[j:j + 1] * good for j in names)
-                    yield kind, list(st.iter_unpack(region)), same
+                    if not _same(region, size, good, lay.names):
+                        yield lay.kind, list(lay.with_names.iter_unpack(region)), None
+                    else:
+                        g0, g1 = lay.group_at
+                        t0, t1 = lay.topic_at
+                        yield lay.kind, list(lay.plain.iter_unpack(region)), (bytes(region[g0:g1]), bytes(region[t0:t1]))
                     pos = end
                     idx += good
                     backoff = 1
@@ -257,11 +335,11 @@ def scan(data, count: int):
 
 
 def value_of_row(row: tuple) -> OffsetCommitValue:
-    """The OffsetCommitValue of a value-run row (what ``decode_value`` gives for its record)."""
-    if row[3] == 1:
-        if len(row) == 7:
-            return OffsetCommitValue(row[4], -1, "", row[5], row[6], None)
-        return OffsetCommitValue(row[4], -1, row[5].decode(_UTF8, _LENIENT), row[6], row[7], None)
-    if len(row) == 7:
-        return OffsetCommitValue(row[4], row[5], "", row[6], -1, None)
-    return OffsetCommitValue(row[4], row[5], row[6].decode(_UTF8, _LENIENT), row[7], -1, None)
+    """The OffsetCommitValue of a value-run row without names (what ``decode_value`` gives for its record)."""
+    if row[1] == 1:
+        if len(row) == 5:
+            return OffsetCommitValue(row[2], -1, "", row[3], row[4], None)
+        return OffsetCommitValue(row[2], -1, row[3].decode(_UTF8, _LENIENT), row[4], row[5], None)
+    if len(row) == 5:
+        return OffsetCommitValue(row[2], row[3], "", row[4], -1, None)
+    return OffsetCommitValue(row[2], row[3], row[4].decode(_UTF8, _LENIENT), row[5], -1, None)

@@ -16,7 +16,6 @@ of one load. The figure is records per second of the shard's own ``load``
 from __future__ import annotations
 
 import argparse
-import asyncio
 import cProfile
 import shutil
 import tempfile

@@ -34,7 +34,7 @@ from protocol.records import Record, build_batch, split_batches
 
 from ..cluster import AppendOrigin
 from .common import CoordinatorError, GroupConfig, Result
-from .loader import finish, replay_batch
+from .loader import ShardLoader, finish
 from .shard import GroupShard
 
 LOADING, ACTIVE, FAILED = "loading", "active", "failed"
@@ -193,9 +193,11 @@ class ShardRuntime:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
+            loader = ShardLoader(shard)
             while offset < plog.log_end_offset:
-                offset, n = await self._load_chunk(plog, offset)
+                offset, n = await self._load_chunk(plog, offset, loader)
                 records += n
+            loader.apply()
             values = finish(shard)
             self._activate()
             if freeze and records >= FREEZE_MIN_RECORDS:
@@ -212,17 +214,17 @@ class ShardRuntime:
                 groups=len(shard.groups),
                 offsets=shard.offsets.count(),
                 values_decoded=values,
+                group_records_skipped=loader.skipped_decodes,
                 load_ms=round(elapsed * 1000, 1),
                 skipped=shard.skipped_records,
             )
 
-    async def _load_chunk(self, plog, offset: int) -> tuple[int, int]:
-        """Replay up to LOAD_CHUNK_BYTES of batches from ``offset``, then let the loop run;
-        returns the next offset and the records replayed."""
+    async def _load_chunk(self, plog, offset: int, loader: ShardLoader) -> tuple[int, int]:
+        """Scan up to LOAD_CHUNK_BYTES of batches from ``offset``, then let the loop run;
+        returns the next offset and the records scanned."""
         data = plog.read(offset, LOAD_CHUNK_BYTES)
         if not data:
             return plog.log_end_offset, 0
-        shard = self.shard
         records = 0
         for header, batch in split_batches(data, verify_crc=False):  # storage recovery checked the tail
             if header.last_offset < offset:
@@ -230,7 +232,7 @@ class ShardRuntime:
             offset = header.last_offset + 1
             if header.is_control:
                 continue
-            replay_batch(shard, header, batch)
+            loader.add(header, batch)
             records += header.records_count
         await asyncio.sleep(0)
         return offset, records

@@ -23,7 +23,7 @@ import pytest
 from broker.coordinator.classic_group import ClassicGroup
 from broker.coordinator.common import GroupConfig
 from broker.coordinator.consumer_group import ConsumerGroup
-from broker.coordinator.loader import finish, records_section, replay_batch, replay_log_batch
+from broker.coordinator.loader import ShardLoader, finish, records_section, replay_log_batch
 from broker.coordinator.runtime import ShardRuntime
 from broker.coordinator.shard import GroupShard
 from protocol.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, CorruptRecordError
@@ -86,7 +86,7 @@ def mixed_records(seed: int, kip848: list[tuple[bytes, bytes | None]]) -> list[t
     topics = ["t", "topic-b", "t3"]
     out: list[tuple[bytes, bytes | None]] = []
     k848 = list(kip848)
-    for round_ in range(12):
+    for _round in range(12):
         for g in rng.sample(groups, len(groups)):
             # None: each record its own version; the "r-" groups always write one layout (runs only)
             version = 4 if g.startswith("r-") else rng.choice([1, 3, 4, 4, None])
@@ -165,18 +165,22 @@ def state(shard: GroupShard):
         for gid, g in shard.groups.items() if isinstance(g, ClassicGroup)
     }
     offsets = {g: list(d.items()) for g, d in shard.offsets.latest.items()}  # values and insertion order
-    return (list(shard.groups), classic, snapshot(shard), list(shard.offsets.latest), offsets, shard.skipped_records)
+    order = {gid: (list(g.members), list(g.target)) for gid, g in shard.groups.items() if isinstance(g, ConsumerGroup)}
+    return (list(shard.groups), classic, snapshot(shard), order, list(shard.offsets.latest), offsets, shard.skipped_records)
 
 
 def load_both(loop, blobs: list[bytes]) -> tuple[GroupShard, GroupShard]:
     fast, slow = new_shard(loop), new_shard(loop)
+    loader = ShardLoader(fast)
     for blob in blobs:
         for header, batch in split_batches(blob):
             if header.is_control:
                 continue
-            replay_batch(fast, header, batch)
+            loader.add(header, batch)
             replay_log_batch(slow, header, batch)
+    loader.apply()
     finish(fast)
+    fast.loader = loader
     return fast, slow
 
 
@@ -197,6 +201,71 @@ def test_fast_load_equals_in_order_replay_of_every_record(loop, seed):
     assert all(type(v) is OffsetCommitValue for d in fast.offsets.latest.values() for v in d.values())
     kinds = {type(g) for g in fast.groups.values()}
     assert ConsumerGroup in kinds and ClassicGroup in kinds
+
+
+def kip848_churn(loop, groups: int = 6) -> list[tuple[bytes, bytes | None]]:
+    """KIP-848 groups at work: members join, reconcile epoch after epoch, leave and come back;
+    then a commit and a deletion of one group's offsets."""
+    rng = random.Random(groups)
+    out = []
+    for gi in range(groups):
+        h = ConsumerHarness(loop)
+        h.topic("t", 24, uuid.UUID(int=0xA1))
+        gid = f"cg-{gi}"
+        members = [f"m{i}" for i in range(8)]
+        for m in members:
+            h.hb(m, 0, group=gid, topics=["t"], rebalance=30_000, owned={}, instance=f"i-{m}" if m == "m0" else None)
+        for _ in range(5):
+            for m in members:
+                g = h.shard.groups[gid]
+                if m in g.members:
+                    h.hb(m, g.members[m].member_epoch, group=gid, owned=h.names(g.members[m].assigned))
+            m = rng.choice(members[1:])
+            if m in h.shard.groups[gid].members:
+                h.hb(m, -1, group=gid)
+                h.hb(m, 0, group=gid, topics=["t"], rebalance=30_000, owned={})
+        out += h.durable
+        out += [(encode_key(OffsetCommitKey(gid, "t", p)), encode_value(OffsetCommitValue(p, 3, "", T0))) for p in range(24)]
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_superseded_group_records_are_skipped_and_the_state_is_the_same(loop, seed):
+    """Current assignments, group and target epochs that a later record of the same key replaces are
+    not decoded; the groups (members, epochs, assignments, targets, derived counts) come out the same."""
+    churn = kip848_churn(loop)
+    records = churn + mixed_records(seed, [])
+    fast, slow = load_both(loop, batches_of(records, seed))
+    assert state(fast) == state(slow)
+    assert fast.loader.skipped_decodes > len(churn) // 5
+    assert sum(len(g.members) for g in fast.groups.values() if isinstance(g, ConsumerGroup)) > 20
+
+
+def test_a_skipped_record_keeps_the_place_its_replay_gives(loop):
+    """A skipped current assignment still creates its member (and its group) where replay would:
+    the members' order, and the groups' order, stay those of in-order replay."""
+    from protocol.group_records import (
+        ConsumerGroupCurrentMemberAssignmentKey as CurKey,
+        ConsumerGroupCurrentMemberAssignmentValue as CurValue,
+        ConsumerGroupMetadataKey as MetaKey,
+        ConsumerGroupMetadataValue as MetaValue,
+        TopicPartitions,
+    )
+
+    tid = uuid.UUID(int=7)
+
+    def cur(g, m, epoch, parts):
+        return encode_key(CurKey(g, m)), encode_value(CurValue(epoch, epoch - 1, 0, [TopicPartitions(tid, parts)], []))
+
+    records = [
+        cur("a", "m1", 1, [0]), (encode_key(MetaKey("b")), encode_value(MetaValue(1, 0))), cur("a", "m2", 1, [1]),
+        (encode_key(MetaKey("b")), encode_value(MetaValue(2, 0))), cur("a", "m1", 2, [0, 2]),
+    ]
+    fast, slow = load_both(loop, [build_batch([Record(offset=i, timestamp=T0, key=k, value=v) for i, (k, v) in enumerate(records)])])
+    assert fast.loader.skipped_decodes == 2  # a/m1's first assignment, b's first epoch
+    assert state(fast) == state(slow)
+    assert list(fast.groups) == ["a", "b"] and list(fast.groups["a"].members) == ["m1", "m2"]
+    assert fast.groups["a"].partition_epochs == {(tid, 1): 1, (tid, 0): 2, (tid, 2): 2}
 
 
 def test_runs_cover_the_common_batches(loop):
@@ -253,7 +322,7 @@ def test_a_truncated_records_section_is_a_corrupt_record_error(loop):
     header, batch = split_batches(build_batch(recs))[0]
     header.records_count = 60  # claims more records than it holds
     with pytest.raises(CorruptRecordError):
-        replay_batch(new_shard(loop), header, batch)
+        ShardLoader(new_shard(loop)).add(header, batch)
 
 
 # =========================================================================== through the runtime and storage

@@ -1,6 +1,7 @@
 """In-process timing of one coordinator shard's load (no broker process, no network).
 
-    python -m bench.coord_load [--groups G] [--partitions P] [--rounds R] [--repeat N] [--profile FILE]
+    python -m bench.coord_load [--groups G] [--partitions P] [--rounds R] [--tombstone-every K] [--repeat N] [--profile FILE] [--dir DIR]
+    python -m bench.coord_load --broker-data DIR [--repeat N] [--profile FILE]
 
 Writes a ``__consumer_offsets``-format log the way the coordinator runtime
 writes it (one record batch per OffsetCommit of ``P`` partitions of one topic,
@@ -11,6 +12,9 @@ times, so all but the last round are superseded; ``--tombstone-every K``
 deletes every K-th group's offsets at the end. ``--profile`` writes a cProfile
 of one load. The figure is records per second of the shard's own ``load``
 (the broker's ``load_ms`` adds 50 shards' bookkeeping and its start-up).
+``--broker-data`` loads the 50 ``__consumer_offsets`` partitions of a broker
+data directory (``python -m bench.groups --only load --no-docs --keep``
+leaves one) one after the other, as the broker does, and sums the loads.
 """
 
 from __future__ import annotations

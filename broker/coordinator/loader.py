@@ -50,6 +50,7 @@ from protocol.group_records.runs import SINGLE, TOMBSTONES, Truncated, key_value
 from protocol.records import COMPRESSION_MASK, HEADER_SIZE
 
 from .classic_group import ClassicGroup
+from .consumer_group import STABLE
 from .consumer_replay import _group as consumer_group
 
 _names = itemgetter(0, 1)
@@ -158,9 +159,14 @@ def _superseded(ops: list[tuple]) -> set[int]:
     * a CurrentMemberAssignment value whose next record of the same key is a
       value, with none of those and no MemberMetadata record of the member
       in between: the value overwrites the member's epochs, state and
-      partitions; the group's count of members not yet stable adds up the
-      same; target assignments in between only ask whether the member
-      exists, which ``_touch`` keeps as replay would have made it.
+      partitions. ``_touch`` releases the partitions the member held, where
+      the skipped record's replay released them (another member may take
+      them before the next record), and assigns none: what the skipped
+      record assigned, the next one would release again, and no replay in
+      between reads it (a valid log never has two members holding one
+      partition; Kafka's replay refuses that). The group's count of members
+      not yet stable adds up the same; target assignments in between only
+      ask whether the member exists.
 
     Member metadata, target assignments, regular expressions and every
     tombstone are always replayed.
@@ -217,7 +223,9 @@ def _touch(groups, key, value) -> None:
         return
     group = consumer_group(groups, key.group_id)
     if cls is ConsumerGroupCurrentMemberAssignmentKey:
-        group.get_or_add_member(key.member_id)
+        # the skipped assignment released the member's partitions here (others may take them before
+        # the next one); what it assigned the next one releases again, so it holds nothing meanwhile
+        group.set_current(group.get_or_add_member(key.member_id), 0, -1, STABLE, {}, {})
 
 
 def finish(shard) -> int:

@@ -268,6 +268,33 @@ def test_a_skipped_record_keeps_the_place_its_replay_gives(loop):
     assert fast.groups["a"].partition_epochs == {(tid, 1): 1, (tid, 0): 2, (tid, 2): 2}
 
 
+def test_a_skipped_assignment_releases_its_partitions_where_replay_would(loop):
+    """A hand-over: m1 gives up partition 1 (its second assignment, which its third replaces), then
+    m2 takes partition 1. Skipping m1's second assignment must not leave m1 holding partition 1
+    until its third: the partition's epoch must stay m2's."""
+    from protocol.group_records import (
+        ConsumerGroupCurrentMemberAssignmentKey as CurKey,
+        ConsumerGroupCurrentMemberAssignmentValue as CurValue,
+        TopicPartitions,
+    )
+
+    tid = uuid.UUID(int=7)
+
+    def cur(m, epoch, parts, state=0):
+        return encode_key(CurKey("a", m)), encode_value(CurValue(epoch, epoch - 1, state, [TopicPartitions(tid, parts)], []))
+
+    from protocol.group_records import ConsumerGroupMemberMetadataKey as MemberKey, ConsumerGroupMemberMetadataValue as MemberValue
+
+    member = (encode_key(MemberKey("a", "m1")), encode_value(MemberValue(client_id="c", subscribed_topic_names=["t"])))
+    # m1's first assignment is replayed (its member metadata follows), its second is skipped
+    records = [cur("m1", 1, [0, 1]), member, cur("m1", 2, [0], state=2), cur("m2", 2, [1]), cur("m1", 3, [0])]
+    fast, slow = load_both(loop, [build_batch([Record(offset=i, timestamp=T0, key=k, value=v) for i, (k, v) in enumerate(records)])])
+    assert fast.loader.skipped_decodes == 1
+    assert state(fast) == state(slow)
+    group = fast.groups["a"]
+    assert group.partition_epochs == {(tid, 1): 2, (tid, 0): 3} and group.waiting == 0
+
+
 def test_runs_cover_the_common_batches(loop):
     """The coordinator's own batches (one layout, thousands of records) go by runs, not record by record."""
     recs = [Record(offset=i, timestamp=T0, key=encode_key(OffsetCommitKey(f"g{i // 100:04d}", "t", i % 100)),

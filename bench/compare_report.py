@@ -710,7 +710,7 @@ def render(res, images: list[tuple[str, str]]) -> str:
         "partitions, `group.initial.rebalance.delay.ms=0` as in kafkalite) and Kafka's default flush policy (no fsync by the broker; "
         "the OS writes back). Both group coordinators batch writes with a 5 ms append linger (both defaults). For the KIP-848 workload "
         f"all hand out a {K848_MS} ms heartbeat interval (Kafka also needs `group.consumer.min.heartbeat.interval.ms={K848_MS}`). "
-        "Broker CPU is utime+stime of the broker process (every thread) from `/proc/<pid>/stat`; memory is `VmRSS`/`VmHWM` from "
+        "Broker CPU is the run time of every thread of the broker process: for produce and consume the sum of `/proc/<pid>/task/*/schedstat` (nanoseconds), elsewhere utime+stime from `/proc/<pid>/stat` (10 ms ticks); memory is `VmRSS`/`VmHWM` from "
         "`/proc/<pid>/status`."
     )
     add("")

@@ -55,7 +55,7 @@ from protocol.codec import build, decode, encode
 from protocol.errors import ErrorCode
 
 from .group_client import Conn, Template, decode_response, encode_request
-from .procstat import cpu_split, self_cpu_seconds
+from .procstat import oncpu_seconds, self_cpu_seconds
 
 CGH, CGH_V = 68, 1
 JOIN, SYNC, HEARTBEAT, LEAVE, CREATE_TOPICS = 11, 14, 12, 13, 19
@@ -77,18 +77,7 @@ def new_uuid_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
-def busy_seconds(pid: int) -> float:
-    """CPU time of ``pid``: the sum of its threads' ``schedstat`` run times (ns), else utime+stime of /proc/<pid>/stat."""
-    import os
-
-    total = 0
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        return total / 1e9
-    except (OSError, ValueError, IndexError):
-        return sum(cpu_split(pid))
+busy_seconds = oncpu_seconds  # CPU time of a process, from its threads' schedstat (bench.procstat)
 
 
 # =========================================================================== bookkeeping

@@ -412,14 +412,23 @@ class ClassicGroups:
         moved = None
         before = info.get("assignment_before") or {}
         if group.protocol_type == "consumer":
+            # only members whose assignment bytes changed can have moved a partition: a member
+            # with the same bytes holds the same partitions before and after (in a 1,000-member
+            # group, parsing all 2,000 assignments held every SyncGroup answer back ~10 ms)
+            members = group.members
+            changed = [mid for mid, raw in before.items() if mid not in members or members[mid].assignment != raw]
+            changed += [mid for mid in members if mid not in before]
             owned_before: dict[tuple[str, int], str] = {}
-            for mid, raw in before.items():
-                for tp in assigned_partitions(raw) or ():
-                    owned_before[tp] = mid
             owned_after: dict[tuple[str, int], str] = {}
-            for mid, m in group.members.items():
-                for tp in assigned_partitions(m.assignment) or ():
-                    owned_after[tp] = mid
+            for mid in changed:
+                raw = before.get(mid)
+                if raw is not None:
+                    for tp in assigned_partitions(raw) or ():
+                        owned_before[tp] = mid
+                m = members.get(mid)
+                if m is not None:
+                    for tp in assigned_partitions(m.assignment) or ():
+                        owned_after[tp] = mid
             moved = sorted(f"{t}-{p}" for (t, p) in set(owned_before) | set(owned_after) if owned_before.get((t, p)) != owned_after.get((t, p)))
         self.shard.event(
             "rebalance completed",

@@ -1231,3 +1231,28 @@ def test_a_replay_failure_after_the_append_answers_the_waiting_request(loop):
     rt = loop.run_until_complete(run())
     assert appended, "the records were appended before the replay failed"
     assert rt.state == LOADING  # rebuilt from the log, where the records are
+
+
+def test_rebalance_event_names_only_the_partitions_whose_owner_changed(h, monkeypatch):
+    """Members whose assignment bytes did not change are not parsed, and their partitions never count as moved."""
+    import broker.coordinator.classic as classic_mod
+
+    parsed = []
+    real = classic_mod.assigned_partitions
+    monkeypatch.setattr(classic_mod, "assigned_partitions", lambda raw: parsed.append(bytes(raw)) or real(raw))
+    ids, gen = h.stable_group(3)
+    leader, b, c = ids
+    futs = [h.join(m) for m in ids]  # every member rejoins (the leader first: a new generation)
+    h.advance(2 * h.config.group_initial_rebalance_delay_ms)
+    answers = [f.result() for f in futs]
+    assert all(a["error_code"] == E.none for a in answers), answers
+    gen2 = answers[0]["generation_id"]
+    assert gen2 == gen + 1
+    # the leader and b keep their bytes; c's partition 2 goes to the leader, c takes partition 3
+    plan = {leader: assignment(t=[0, 2]), b: assignment(t=[1]), c: assignment(t=[3])}
+    parsed.clear()
+    syncs = [h.sync(m, gen2, plan if m == leader else {}) for m in ids]
+    assert all(s.result()["error_code"] == E.none for s in syncs)
+    done = [kw for event, kw in h.log.events if event == "rebalance completed"]
+    assert sorted(done[-1]["partitions_moved"]) == ["t-2", "t-3"]
+    assert assignment(t=[1]) not in parsed  # b kept its bytes: not parsed

@@ -44,6 +44,9 @@ import struct
 from operator import itemgetter
 from typing import NamedTuple
 
+from protocol.compression import CorruptRecordError
+from protocol.records import _varint
+
 from .classic import OffsetCommitValue
 from ._codec import _LENIENT, _UTF8
 
@@ -58,28 +61,8 @@ _OD2_HI = bytes((2 * d) >> 7 for d in range(8192))
 _formats: dict[tuple, struct.Struct] = {}
 
 
-class Truncated(Exception):
+class Truncated(CorruptRecordError):
     """The records section ends inside a record."""
-
-
-def _varint(data, pos: int) -> tuple[int, int]:
-    """A zigzag varint at ``pos``: (value, position after it)."""
-    b = data[pos]
-    pos += 1
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos
-    z = b & 0x7F
-    shift = 7
-    while True:
-        b = data[pos]
-        pos += 1
-        z |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise Truncated("varint too long")
-    return (z >> 1) ^ -(z & 1), pos
 
 
 def key_value_at(data, pos: int) -> tuple[bytes | None, bytes | None, int]:

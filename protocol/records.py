@@ -396,7 +396,7 @@ def iter_records(batch) -> Iterator[Record]:
     return _iter_decoded(hdr, data)
 
 
-def _records_data(batch, limit: int | None = None) -> tuple[BatchHeader, bytes | memoryview]:
+def records_data(batch, limit: int | None = None) -> tuple[BatchHeader, bytes | memoryview]:
     """A batch's header and its records section, decompressed (bounded by ``limit`` if given)."""
     mv = _as_view(batch)
     hdr = read_header(mv)
@@ -407,44 +407,34 @@ def _records_data(batch, limit: int | None = None) -> tuple[BatchHeader, bytes |
     return hdr, (decompress(codec, mv[HEADER_SIZE:end], limit) if codec else mv[HEADER_SIZE:end])
 
 
-def iter_key_values(batch) -> Iterator[tuple[bytes | None, bytes | None]]:
-    """(key, value) of every record in one batch, skipping everything else.
+def key_value_at(data, pos: int) -> tuple[bytes | None, bytes | None, int]:
+    """The key and value of the record at ``pos`` of a records section, and where the next
+    record starts. Raises CorruptRecordError (or IndexError) when the section ends inside it."""
+    rec_len, p = _varint(data, pos)
+    end = p + rec_len
+    p += 1  # attributes
+    p = _varint(data, p)[1]  # timestamp delta
+    p = _varint(data, p)[1]  # offset delta
+    klen, p = _varint(data, p)
+    key = None
+    if klen >= 0:
+        key = bytes(data[p:p + klen])
+        p += klen
+    vlen, p = _varint(data, p)
+    value = None if vlen < 0 else bytes(data[p:p + vlen])
+    if p + max(vlen, 0) > len(data) or end > len(data) or (klen >= 0 and len(key) != klen):
+        raise CorruptRecordError("record data truncated")
+    return key, value, end
 
-    The lean path for replaying a compacted log (the coordinator's load): no
-    Record objects, and one-byte varints decoded inline.
-    """
-    hdr, data = _records_data(batch)
-    data = bytes(data)  # keys and values are sliced out as bytes (dict keys during a load)
-    varint = _varint
+
+def iter_key_values(batch) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every record in one batch, skipping everything else (no Record objects)."""
+    hdr, data = records_data(batch)
     pos = 0
     try:
         for _ in range(hdr.records_count):
-            rec_len, pos = varint(data, pos)
-            rec_end = pos + rec_len
-            pos += 1  # attributes
-            b = data[pos]  # timestamp delta
-            pos = pos + 1 if b < 0x80 else varint(data, pos)[1]
-            b = data[pos]  # offset delta
-            pos = pos + 1 if b < 0x80 else varint(data, pos)[1]
-            b = data[pos]
-            if b < 0x80:
-                klen = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                klen, pos = varint(data, pos)
-            if klen < 0:
-                key = None
-            else:
-                key = data[pos : pos + klen]
-                pos += klen
-            b = data[pos]
-            if b < 0x80:
-                vlen = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                vlen, pos = varint(data, pos)
-            yield key, (None if vlen < 0 else data[pos : pos + vlen])
-            pos = rec_end
+            key, value, pos = key_value_at(data, pos)
+            yield key, value
     except IndexError as exc:
         raise CorruptRecordError("record data truncated") from exc
 
@@ -458,7 +448,7 @@ def keyless_records(batch) -> list[int]:
     CorruptRecordError on malformed record data or an unknown codec.
     """
     try:
-        hdr, data = _records_data(batch, limit=MAX_CLIENT_DECOMPRESSED_BYTES)
+        hdr, data = records_data(batch, limit=MAX_CLIENT_DECOMPRESSED_BYTES)
     except ValueError as exc:  # an unknown codec id
         raise CorruptRecordError(str(exc)) from exc
     n = len(data)

@@ -31,7 +31,7 @@ from __future__ import annotations
 from itertools import groupby, repeat
 from operator import itemgetter
 
-from protocol.compression import CorruptRecordError, decompress
+from protocol.compression import CorruptRecordError
 from protocol.group_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
@@ -46,8 +46,8 @@ from protocol.group_records import (
     decode_value,
 )
 from protocol.group_records._codec import _cached_str, _str_cache
-from protocol.group_records.runs import SINGLE, TOMBSTONES, Truncated, key_value_at, scan, value_of_row
-from protocol.records import COMPRESSION_MASK, HEADER_SIZE
+from protocol.group_records.runs import SINGLE, TOMBSTONES, Truncated, scan, value_of_row
+from protocol.records import key_value_at, records_data
 
 from .classic_group import ClassicGroup
 from .consumer_group import STABLE
@@ -63,10 +63,8 @@ def _str(raw: bytes) -> str:
 
 
 def records_section(header, batch) -> bytes:
-    """A batch's records, decompressed."""
-    payload = batch[HEADER_SIZE:header.length + 12]
-    codec = header.attributes & COMPRESSION_MASK
-    return decompress(codec, payload) if codec else bytes(payload)
+    """A batch's records, decompressed (``header`` is the batch's, as split_batches read it)."""
+    return bytes(records_data(batch)[1])
 
 
 class ShardLoader:

@@ -45,7 +45,7 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from protocol.compression import CorruptRecordError
-from protocol.records import _varint
+from protocol.records import _varint, key_value_at
 
 from .classic import OffsetCommitValue
 from ._codec import _LENIENT, _UTF8
@@ -63,25 +63,6 @@ _formats: dict[tuple, struct.Struct] = {}
 
 class Truncated(CorruptRecordError):
     """The records section ends inside a record."""
-
-
-def key_value_at(data, pos: int) -> tuple[bytes | None, bytes | None, int]:
-    """The key and value of the record at ``pos``, and where the next record starts."""
-    rec_len, p = _varint(data, pos)
-    end = p + rec_len
-    p += 1  # attributes
-    p = _varint(data, p)[1]  # timestamp delta
-    p = _varint(data, p)[1]  # offset delta
-    klen, p = _varint(data, p)
-    key = None
-    if klen >= 0:
-        key = bytes(data[p:p + klen])
-        p += klen
-    vlen, p = _varint(data, p)
-    value = None if vlen < 0 else bytes(data[p:p + vlen])
-    if p + max(vlen, 0) > len(data) or end > len(data) or (klen >= 0 and len(key) != klen):
-        raise Truncated("record data truncated")
-    return key, value, end
 
 
 def _u16(data, p: int) -> int:
@@ -262,7 +243,7 @@ def scan(data, count: int):
     (group bytes, topic bytes) when every record of the run has the same ones
     (rows then start with the partition), else None (rows start with the group
     and topic bytes); and ``(SINGLE, key, value)`` for a record decoded on its
-    own; in log order. Raises :class:`Truncated` when the section ends inside
+    own; in log order. Raises CorruptRecordError (:class:`Truncated`, or key_value_at's) when the section ends inside
     a record.
     """
     n = len(data)

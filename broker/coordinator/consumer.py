@@ -217,14 +217,15 @@ class ConsumerGroups:
             "heartbeat_interval": self.heartbeat_interval(group, member),
             "assignment": None,
         }
-        resend = self._resend_assignment(member, p, old_assigned)  # first: it notes a changed assignment
-        if p.member_epoch == 0 or full or member.assigned != old_assigned or resend:
+        changed = member.assigned != old_assigned
+        resend = self._resend_assignment(member, p, changed)  # first: it notes a changed assignment
+        if p.member_epoch == 0 or full or changed or resend:
             response["assignment"] = {"topic_partitions": [{"topic_id": tid, "partitions": sorted(parts)} for tid, parts in member.assigned.items() if parts]}
-        if member.assigned != old_assigned or (member.member_epoch != before_epoch and not (before_state == STABLE == member.state and before_epoch > 0)):
+        if changed or (member.member_epoch != before_epoch and not (before_state == STABLE == member.state and before_epoch > 0)):
             self._note_member(group, member, old_assigned)
         return response
 
-    def _resend_assignment(self, member: ConsumerMember, p: HeartbeatParams, before: Assignment) -> bool:
+    def _resend_assignment(self, member: ConsumerMember, p: HeartbeatParams, changed: bool) -> bool:
         """With the pending interval on, whether this answer repeats an assignment the member may not have.
 
         librdkafka gives a ConsumerGroupHeartbeat request no longer than the heartbeat interval,
@@ -240,7 +241,7 @@ class ConsumerGroups:
         if config.group_consumer_pending_heartbeat_interval_ms >= config.group_consumer_heartbeat_interval_ms:
             return False
         now = self.now()
-        if member.assigned != before:
+        if changed:
             member.unconfirmed_since_ms = now
             return False  # the answer carries it anyway
         since = member.unconfirmed_since_ms

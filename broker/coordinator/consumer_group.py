@@ -46,7 +46,7 @@ class ConsumerMember:
     # the server assignor as counted in the group's assignor_votes
     voted: str | None = None
     # not state (never written, not rebuilt by a load): since when an answer carried an assignment
-    # the member has not yet confirmed by reporting it as owned (see ConsumerGroups._answer_assignment)
+    # the member has not yet confirmed by reporting it as owned (see ConsumerGroups._resend_assignment)
     unconfirmed_since_ms: int | None = None
 
     @property

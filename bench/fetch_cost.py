@@ -22,17 +22,16 @@ client, not the broker, is no longer what limits the MB/s.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import socket
 import statistics
 import struct
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from .procstat import oncpu_seconds
+from .spawn import Broker
 from .workload import PARTITIONS, Phase, consume, create_topic, produce
 
 Phase.oncpu_ms_per_mb = 0.0  # set per phase below
@@ -43,35 +42,11 @@ ROOT = Path(__file__).resolve().parent.parent
 SIZES = {"4MiB": 4 * 1024 * 1024, "16MiB": 16 * 1024 * 1024, "default": None}
 
 
-class _Broker:
+def _broker(root: Path, data_dir: Path, label: str) -> Broker:
     """A broker from the source tree ``root``, on ``data_dir``."""
-
-    def __init__(self, root: Path, data_dir: Path, label: str) -> None:
-        self.root = root
-        self.label = label
-        self.data_dir = data_dir
-        self.log = open(data_dir.parent / f"{label}.stderr.log", "w")
-        args = [sys.executable, "-m", "broker", "serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir)]
-        env = {**os.environ, "PYTHONPATH": str(root)}
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, env=env, cwd=root, bufsize=0)
-        line = self.proc.stdout.readline().decode()
-        if not line.startswith("READY "):
-            self.stop()
-            raise RuntimeError(f"{label} broker did not start: {line!r}")
-        self.bootstrap = "127.0.0.1:" + line.strip().rsplit(":", 1)[1]
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
+    b = Broker(data_dir, root=root, log_path=data_dir.parent / f"{label}.stderr.log").start()
+    b.label = label
+    return b
 
 
 def _raw_fetch_request(corr: int, topic: str, offsets: list[int], size: int) -> bytes:
@@ -98,7 +73,7 @@ def raw_consume(bootstrap: str, pid: int, topic: str, count: int, size: int) -> 
     view = memoryview(buf)
     offsets = [0] * PARTITIONS
     got = corr = nbytes = 0
-    c0, t0 = _oncpu_s(pid), time.perf_counter()
+    c0, t0 = oncpu_seconds(pid), time.perf_counter()
     try:
         while got < count:
             corr += 1
@@ -135,21 +110,8 @@ def raw_consume(bootstrap: str, pid: int, topic: str, count: int, size: int) -> 
                 p = end
     finally:
         sock.close()
-    wall, cpu = time.perf_counter() - t0, _oncpu_s(pid) - c0
+    wall, cpu = time.perf_counter() - t0, oncpu_seconds(pid) - c0
     return nbytes / 1e6 / wall, cpu * 1000 / (nbytes / 1e6)
-
-
-def _oncpu_s(pid: int) -> float:
-    """Time ``pid``'s threads have spent on a CPU, from /proc/<pid>/task/*/schedstat (nanoseconds:
-    finer than utime + stime, which count 10 ms ticks)."""
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass  # a thread that ended meanwhile
-    return total / 1e9
 
 
 class _Kafka:
@@ -195,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         trees = [("new", ROOT)] + ([("base", args.base.resolve())] if args.base else [])
         for label, root in trees:
             (tmp / label).mkdir()
-            brokers.append(_Broker(root, tmp / label, label))
+            brokers.append(_broker(root, tmp / label, label))
         if args.kafka:
             brokers.append(_Kafka(tmp / "kafka"))
         topic = "fetch-cost"
@@ -215,10 +177,10 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"round {r} {b.label:4} {size:5}: {mbps:6.0f} MB/s  broker {cpu:5.2f} ms/MB on-CPU (raw Fetch loop)  "
                               f"load {_load()}", flush=True)
                         continue
-                    c0 = _oncpu_s(b.pid)
+                    c0 = oncpu_seconds(b.pid)
                     overrides = {"fetch.max.bytes": n, "max.partition.fetch.bytes": n} if n else {}
                     ph = consume(b.bootstrap, b.pid, topic, args.value_size, count, overrides, size)
-                    ph.oncpu_ms_per_mb = (_oncpu_s(b.pid) - c0) * 1000 / (ph.payload_bytes / 1e6)
+                    ph.oncpu_ms_per_mb = (oncpu_seconds(b.pid) - c0) * 1000 / (ph.payload_bytes / 1e6)
                     results.setdefault((b.label, size), []).append((ph.mb_per_s, ph.oncpu_ms_per_mb, ph.broker_cpu_ms_per_mb))
                     print(f"round {r} {b.label:4} {size:5}: {ph.mb_per_s:6.0f} MB/s  broker {ph.oncpu_ms_per_mb:5.2f} ms/MB on-CPU, "
                           f"{ph.broker_cpu_ms_per_mb:5.2f} utime+stime (sys {ph.broker_sys_share:.0%}, util {ph.broker_util:.0%})  "

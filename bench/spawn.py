@@ -21,7 +21,9 @@ _STARTUP_MS = re.compile(r"startup_ms=([0-9.]+)")
 
 
 class Broker:
-    def __init__(self, data_dir: Path, *extra: str, python_args: list[str] | None = None, log_path: Path | None = None):
+    def __init__(self, data_dir: Path, *extra: str, python_args: list[str] | None = None, log_path: Path | None = None,
+                 root: Path = ROOT):
+        self.root = Path(root)  # the source tree the broker runs from (another checkout, to compare)
         self.data_dir = Path(data_dir)
         self.extra = list(extra)
         self.python_args = list(python_args or [])
@@ -42,10 +44,10 @@ class Broker:
     def start(self, timeout: float = 30.0) -> Broker:
         args = [sys.executable, *self.python_args, "-m", "broker", "serve", "--host", "127.0.0.1", "--port", "0"]
         args += ["--data-dir", str(self.data_dir), *self.extra]
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "PYTHONPATH": str(self.root)}
         self._log = open(self.log_path, "w")
         t0 = time.perf_counter()
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=ROOT, bufsize=0)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=self.root, bufsize=0)
         line = self.proc.stdout.readline().decode()
         self.ready_s = time.perf_counter() - t0
         if not line.startswith("READY "):

@@ -62,7 +62,7 @@ from protocol.fast import ENCODERS as FAST_ENCODERS
 
 from .cluster import Cluster
 from .config import INT_MAX, BrokerConfig, per_ip_overrides
-from . import diagnostics
+from . import diagnostics, memory
 from .coordinator.service import GroupCoordinator
 from .handlers import HANDLERS, RequestContext, supported_versions
 from .listeners import Listener
@@ -94,48 +94,6 @@ _LINGER = 1.0
 _now = time.monotonic
 _POLLRDHUP = getattr(select, "POLLRDHUP", 0)  # Linux
 _HUNG_UP = _POLLRDHUP | select.POLLHUP | select.POLLERR
-_malloc_trim = None
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
-
-
-def _load_malloc_trim():
-    """glibc's ``malloc_trim``, or False. Looked up when the broker starts: importing
-    ctypes in the middle of a burst would leave its objects scattered over the
-    memory the burst used, and keep it from being returned."""
-    global _malloc_trim
-    if _malloc_trim is None:
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None)
-            _malloc_trim = libc.malloc_trim
-            _malloc_trim.argtypes = [ctypes.c_size_t]
-            # Fetch answers read up to max.partition.fetch.bytes at a time. Left to glibc, a
-            # buffer that large is mmapped fresh for every read and unmapped when sent, so a
-            # 16 MiB fetch paid a page fault (and a page zeroed) per 4 KiB: about a third of
-            # the broker's CPU per MB. From the heap, the pages are reused; the sweep's
-            # malloc_trim still hands them back once a burst is over.
-            libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
-            libc.mallopt(_M_TRIM_THRESHOLD, 128 << 20)
-        except (OSError, AttributeError):
-            _malloc_trim = False
-    return _malloc_trim
-
-
-def release_memory() -> bool:
-    """Hand free heap memory back to the operating system (glibc ``malloc_trim``).
-
-    Python's small-object arenas go back by themselves once empty, and glibc
-    returns large blocks (mmap) at once, but freed blocks in the middle of the
-    heap, and blocks below glibc's adaptive mmap threshold (which rises to
-    32 MiB after large blocks are freed), stay resident until trimmed.
-    Returns False where there is no glibc.
-    """
-    trim = _load_malloc_trim()
-    if trim is False:
-        return False
-    trim(0)
-    return True
 
 
 class Broker:
@@ -223,7 +181,7 @@ class Broker:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
-        _load_malloc_trim()
+        memory.tune()
         self.cluster.load()
         self.cluster.logs.start_background()
         self.coordinator.start()
@@ -442,7 +400,7 @@ class Broker:
             # a full collection also empties the interpreter's free lists, whose
             # leftovers would keep the burst's small-object arenas from being freed
             gc.collect()
-            release_memory()
+            memory.release()
         else:
             self._trim_seen = due
 

@@ -2,10 +2,12 @@
 
 Each connection is an ``asyncio.Protocol``. Bytes are fed to the sans-IO
 ``protocol.connection.ServerConnection``; the decoded requests are queued and
-handled one at a time, in order, by a task of the connection's own, which is
+handled in order by a task of the connection's own, one at a time, which is
 how Kafka treats a connection too (it mutes a channel until its response is
-out). The task exists only while the connection is busy (and for a second
-after): an idle connection costs its transport and a small object.
+out); except that the requests of ``handlers.PIPELINED`` (commits and
+heartbeats) start while earlier ones still wait for their append, and are
+answered in order (see "pipelined requests" below). The task exists only
+while the connection is busy (and for a second after): an idle connection costs its transport and a small object.
 
 Memory is bounded on both sides of a connection:
 
@@ -64,7 +66,7 @@ from .cluster import Cluster
 from .config import INT_MAX, BrokerConfig, per_ip_overrides
 from . import diagnostics, memory
 from .coordinator.service import GroupCoordinator
-from .handlers import HANDLERS, RequestContext, supported_versions
+from .handlers import HANDLERS, PIPELINED, RequestContext, supported_versions
 from .listeners import Listener
 from .logs import get_logger
 
@@ -87,6 +89,8 @@ _LARGE = 256 * 1024  # a request or answer this large counts towards it
 # together (at most _COALESCE_COUNT of them, or when the connection's task next waits)
 _COALESCE = 16 * 1024
 _COALESCE_COUNT = 32
+# requests of one connection started and not yet answered (see KafkaConnection._run)
+_MAX_INFLIGHT = 32
 _CONN_FREED = 2048  # and every closed connection this much
 # a connection's task ends once it has had no request for this long (the sweep ends it)
 _LINGER = 1.0
@@ -246,6 +250,7 @@ class Broker:
             for part in topic.partitions:
                 part.notify()
         pending = [c.task for c in self.connections if c.task is not None]
+        pending += [asyncio.ensure_future(c._settle()) for c in self.connections if c.inflight]
         if pending:
             await asyncio.wait(pending, timeout=5)
         for conn in list(self.connections):
@@ -430,7 +435,7 @@ class _ConnectionLog:
 class KafkaConnection(asyncio.Protocol):
     __slots__ = (
         "broker", "listener", "transport", "proto", "queue", "task", "waiter", "linger", "ctx", "paused", "closing", "draining",
-        "held", "seen", "ip", "software", "client_id", "_peer", "_log", "held_out",
+        "held", "seen", "ip", "software", "client_id", "_peer", "_log", "held_out", "inflight", "settle_waiter",
     )  # fmt: skip
 
     def __init__(self, broker: Broker, listener: Listener | None = None) -> None:
@@ -457,6 +462,10 @@ class KafkaConnection(asyncio.Protocol):
         self._log = None  # bound on first use: most connections never log
         # small answers held while more requests of this connection wait, sent in one write
         self.held_out: list | None = None
+        # pipelined requests started and not yet answered, in request order (_Slot), and
+        # what the task waits on until they are all answered
+        self.inflight: deque | None = None
+        self.settle_waiter: asyncio.Future | None = None
 
     @property
     def peer(self) -> str:
@@ -578,6 +587,8 @@ class KafkaConnection(asyncio.Protocol):
         self.queue = None
         self.ctx = None
         self.held_out = None
+        self.inflight = None  # the started handlers finish on their own; their answers are dropped
+        self.settle_waiter = None
         if broker.pool_exempt is self:
             broker.pool_exempt = None
             if broker.pool_full:
@@ -653,7 +664,21 @@ class KafkaConnection(asyncio.Protocol):
                         if self.paused & _QUEUE and len(queue) < _MAX_QUEUED // 2 and self.held < broker.conn_queue_bytes:
                             self._resume(_QUEUE)
                     event = queue.popleft()
-                    out = await self._dispatch(event)
+                    if type(event) is Request and event.api_key in PIPELINED and not broker.hooked:
+                        inflight = self.inflight
+                        if inflight and len(inflight) >= _MAX_INFLIGHT:
+                            await self._settle()
+                            if self.closing:
+                                return
+                        out = self._start(event)
+                        if out is _STARTED:
+                            continue
+                    else:
+                        if self.inflight:
+                            await self._settle()  # any other request waits until the pipelined ones are answered
+                            if self.closing:
+                                return
+                        out = await self._dispatch(event)
                     if self.closing:  # connection_lost has given back what it held
                         return
                     if type(event) is Request:
@@ -737,6 +762,102 @@ class KafkaConnection(asyncio.Protocol):
                     proto = self.proto
                     if proto is not None and not proto._frames.in_frame:
                         self.proto = None  # quiet: the decoder is made again on the next byte
+
+    # -- pipelined requests ------------------------------------------------
+    # A request of an API in PIPELINED is started at once, even while earlier requests of
+    # the connection wait for their records to be durable: its handler's coroutine is
+    # stepped here, without a task. One that finishes without waiting is answered as any
+    # other; one that waits becomes a _Slot in ``inflight``, stepped again when what it
+    # waits on is done, and answered when it and every slot before it are done (in
+    # request order, in one write). Any other request waits until ``inflight`` is empty,
+    # so it sees what a connection that handles one request at a time would show it.
+
+    def _start(self, event: Request):
+        """Start a pipelined request: its framed answer (or None) if it finished at once and
+        nothing is in flight, else ``_STARTED`` (its slot answers it)."""
+        self.ctx.request = event
+        slot = _Slot(self, event, HANDLERS[event.api_key].handle(self.ctx, event.body))
+        inflight = self.inflight
+        if inflight is None:
+            inflight = self.inflight = deque()
+        inflight.append(slot)
+        self._step(slot, True)
+        if slot.done and len(inflight) == 1:
+            inflight.pop()  # answered at once, with nothing before it: the common path does the rest
+            return slot.out
+        return _STARTED
+
+    def _step(self, slot: _Slot, first: bool = False) -> None:
+        """Run the slot's handler until it waits or ends (what Task.__step does, for one coroutine);
+        a slot that ends at the head of ``inflight`` is answered, unless this is its first step
+        (``_start`` answers that one)."""
+        coro = slot.coro
+        try:
+            waiting = coro.send(None)
+        except StopIteration as stop:
+            slot.coro = None
+            body = stop.value
+            try:
+                slot.out = None if body is None or self.closing else self._encode(slot.event, body)
+            except Exception as exc:  # noqa: BLE001 - an encoder bug: as a handler's
+                self._handler_failed(slot.event, exc)
+                return
+            slot.done = True
+            if not first:
+                inflight = self.inflight
+                if inflight and inflight[0] is slot:
+                    self._answer_inflight()
+            return
+        except Exception as exc:  # noqa: BLE001 - a handler bug must not take the broker down
+            slot.coro = None
+            if not self.closing:
+                self._handler_failed(slot.event, exc)
+            return
+        if waiting is None:  # a bare yield (asyncio.sleep(0))
+            self.broker.loop.call_soon(self._step, slot)
+        elif getattr(waiting, "_asyncio_future_blocking", False):
+            waiting._asyncio_future_blocking = False
+            waiting.add_done_callback(slot.wake)
+        else:
+            slot.coro = None
+            coro.close()
+            self._handler_failed(slot.event, RuntimeError(f"a pipelined handler awaited {waiting!r}, not a future"))
+
+    def _answer_inflight(self) -> None:
+        """Write the answers of the finished slots at the head of ``inflight``, in one call."""
+        inflight = self.inflight
+        if self.closing or not inflight:
+            return
+        if self.held_out is not None:
+            self._send_held()  # answers of earlier requests first
+        broker = self.broker
+        out: list = []
+        while inflight and inflight[0].done:
+            slot = inflight.popleft()
+            n = slot.event.size + 4
+            self.held -= n
+            broker.request_bytes -= n
+            if n >= _LARGE or broker.pool_full:
+                self._released(n)
+            answer = slot.out
+            if answer is not None:
+                if type(answer) is bytes:
+                    out.append(answer)
+                else:
+                    out += answer
+        if out:
+            self.transport.writelines(out) if len(out) > 1 else self.transport.write(out[0])
+        if not inflight:
+            waiter = self.settle_waiter
+            if waiter is not None:
+                self.settle_waiter = None
+                waiter.set_result(None)
+
+    async def _settle(self) -> None:
+        """Wait until every pipelined request of the connection has been answered (or it closed)."""
+        while self.inflight and not self.closing:
+            waiter = self.settle_waiter = self.broker.loop.create_future()
+            await waiter
 
     def _send_held(self) -> None:
         """Write the held answers, in order, in one call (one send(2) where the socket takes it)."""
@@ -854,6 +975,25 @@ class KafkaConnection(asyncio.Protocol):
         cls = response_class(event.api_key, version)
         body = drop_unknown(cls, body, {"error_code"})  # Produce, OffsetCommit... have no top-level error code
         return ServerConnection.encode_response(event.api_key, version, event.correlation_id, build(cls, body))
+
+
+class _Slot:
+    """A pipelined request being handled: its handler's coroutine, and its answer once done."""
+
+    __slots__ = ("conn", "event", "coro", "out", "done")
+
+    def __init__(self, conn: KafkaConnection, event: Request, coro) -> None:
+        self.conn = conn
+        self.event = event
+        self.coro = coro
+        self.out = None
+        self.done = False
+
+    def wake(self, _fut=None) -> None:
+        self.conn._step(self)
+
+
+_STARTED = object()  # KafkaConnection._start: the request's slot will answer it
 
 
 async def run(config: BrokerConfig) -> int:

@@ -47,6 +47,14 @@ _TABLE = (
     ("consumer_group_describe", 69, "ConsumerGroupDescribe", (0, 1)),
 )
 _MODULES = tuple(row[0] for row in _TABLE)
+
+# APIs whose requests a connection starts while its earlier requests still wait for their
+# records to be durable (KafkaConnection._run in broker/server.py): a pipelining client's
+# commits and heartbeats then ride in one append and their answers leave in one write.
+# Each of these handlers looks at ``ctx`` only before its first await (the connection's
+# context moves on to the next request), and what it does to a group happens when it
+# starts, so requests still take effect in the order they were sent.
+PIPELINED = frozenset({8, 12, 68})  # OffsetCommit, Heartbeat, ConsumerGroupHeartbeat
 _MODULE_OF = {key: name for name, key, _, _ in _TABLE}
 
 

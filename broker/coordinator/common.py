@@ -51,6 +51,9 @@ class Result:
     parked JoinGroup or SyncGroup).
     ``on_commit`` runs once the records are durable; ``on_failure(error)`` if the
     append failed (classic SyncGroup answers its members from these).
+    ``producer`` (producer id, epoch) makes the records a transactional batch of
+    that producer (TxnOffsetCommit); ``marker`` (producer id, epoch, coordinator
+    epoch, commit) is a COMMIT or ABORT control batch written after them.
     """
 
     records: list = field(default_factory=list)
@@ -58,6 +61,8 @@ class Result:
     events: list = field(default_factory=list)
     on_commit: Callable[[], None] | None = None
     on_failure: Callable[[ErrorCode], None] | None = None
+    producer: tuple[int, int] | None = None
+    marker: tuple[int, int, int, bool] | None = None
 
 
 @dataclass(slots=True)

@@ -24,6 +24,10 @@ those are neither decoded nor replayed, only what they leave behind that
 their successor does not redo (the group's, or member's, place) is made.
 To know what comes next, a shard's batches are all scanned first
 (``ShardLoader.add``), then replayed (``ShardLoader.apply``).
+
+Transactional batches (TxnOffsetCommit) are decoded record by record and
+their offsets wait for their producer's marker (``add_txn``, ``add_marker``),
+as ``GroupShard.replay`` and ``replay_marker`` do them live.
 """
 
 from __future__ import annotations
@@ -47,11 +51,13 @@ from protocol.group_records import (
 )
 from protocol.group_records._codec import _cached_str, _str_cache
 from protocol.group_records.runs import SINGLE, TOMBSTONES, Truncated, scan, value_of_row
-from protocol.records import key_value_at, records_data
+from protocol.records import CONTROL_COMMIT, key_value_at, parse_control_key, records_data
 
 from .classic_group import ClassicGroup
 from .consumer_group import STABLE
 from .consumer_replay import _group as consumer_group
+
+TXN, MARKER = "txn", "marker"  # ops besides runs.scan's: a transactional offset record, a transaction's marker
 
 _names = itemgetter(0, 1)
 _without_names = itemgetter(slice(2, None))
@@ -93,6 +99,35 @@ class ShardLoader:
         except Truncated as exc:
             raise CorruptRecordError(str(exc)) from exc
 
+    def add_batch(self, header, batch) -> None:
+        """Scan one batch of the log, whatever it is: plain, transactional, or a transaction's marker."""
+        if header.is_control:
+            if header.producer_id >= 0:
+                self.add_marker(header.producer_id, marker_is_commit(header, batch))
+        elif header.is_transactional and header.producer_id >= 0:
+            self.add_txn(header, batch)
+        else:
+            self.add(header, batch)
+
+    def add_txn(self, header, batch) -> None:
+        """A transactional batch of ``header.producer_id``: its offset records wait for the marker."""
+        data = records_section(header, batch)
+        pos = 0
+        ops = self.ops
+        pid = header.producer_id
+        try:
+            for _ in range(header.records_count):
+                key, value, pos = key_value_at(data, pos)
+                if key is None:
+                    continue
+                key = decode_key(key)
+                ops.append((TXN, pid, (key, value)) if type(key) is OffsetCommitKey else (SINGLE, key, value))
+        except (Truncated, IndexError) as exc:
+            raise CorruptRecordError("record data truncated") from exc
+
+    def add_marker(self, producer_id: int, commit: bool) -> None:
+        self.ops.append((MARKER, producer_id, commit))
+
     def apply(self) -> None:
         """Replay everything collected, in log order, into the shard."""
         shard = self.shard
@@ -101,7 +136,15 @@ class ShardLoader:
         replay = shard.replay
         skip = _superseded(self.ops)
         self.skipped_decodes = len(skip)
+        offsets = shard.offsets
         for i, (kind, a, b) in enumerate(self.ops):
+            if kind == TXN:
+                key, value = b
+                shard.replay(key, None if value is None else decode_value(key, value), producer_id=a)
+                continue
+            if kind == MARKER:
+                shard.replay_marker(a, b)
+                continue
             if kind == SINGLE:
                 if i in skip:
                     _touch(groups, a, b)
@@ -117,24 +160,30 @@ class ShardLoader:
             if kind == TOMBSTONES:
                 for (graw, traw), rows in stretches:
                     group = _str(graw)
-                    offsets = latest.get(group)
-                    if offsets is None:
+                    if offsets.open_by_group and group in offsets.open_by_group:  # drops the transactions' pending offsets too
+                        rows = list(rows)
+                        offsets.outdate(group, [(_str(traw), row[0]) for row in rows], True)
+                    current = latest.get(group)
+                    if current is None:
                         continue
                     topic = _str(traw)
-                    pop = offsets.pop
+                    pop = current.pop
                     for partition in map(_partition, rows):
                         pop((topic, partition), None)
-                    if not offsets:
+                    if not current:
                         del latest[group]
                 continue
             for (graw, traw), rows in stretches:
                 group = _str(graw)
+                if offsets.open_by_group and group in offsets.open_by_group:  # a plain commit outdates a pending one
+                    rows = list(rows)
+                    offsets.outdate(group, [(_str(traw), row[0]) for row in rows], False)
                 pairs = zip(zip(repeat(_str(traw)), map(_partition, rows), strict=False), rows, strict=False)  # as long as rows
-                offsets = latest.get(group)
-                if offsets is None:
+                current = latest.get(group)
+                if current is None:
                     latest[group] = dict(pairs)
                 else:
-                    offsets.update(pairs)
+                    current.update(pairs)
                 if group not in groups:
                     groups[group] = ClassicGroup(group)  # a "simple" group
         self.ops = []
@@ -240,14 +289,29 @@ def finish(shard) -> int:
     return n
 
 
+def marker_is_commit(header, batch) -> bool:
+    """Whether a control batch is a COMMIT marker (its first record's key has type 1)."""
+    try:
+        key, _, _ = key_value_at(records_section(header, batch), 0)
+    except (Truncated, IndexError) as exc:
+        raise CorruptRecordError("control record truncated") from exc
+    return parse_control_key(key)[1] == CONTROL_COMMIT
+
+
 def replay_log_batch(shard, header, batch) -> None:
-    """The reference: every record of the batch decoded and replayed on its own, in order."""
+    """The reference: every record of the batch decoded and replayed on its own, in order
+    (a transactional batch's offsets wait for their producer's marker)."""
+    if header.is_control:
+        if header.producer_id >= 0:
+            shard.replay_marker(header.producer_id, marker_is_commit(header, batch))
+        return
+    producer_id = header.producer_id if header.is_transactional else -1
     data = records_section(header, batch)
     pos = 0
     try:
         for _ in range(header.records_count):
             key, value, pos = key_value_at(data, pos)
             if key is not None:
-                shard.replay_bytes(key, value)
+                shard.replay_bytes(key, value, producer_id=producer_id)
     except (Truncated, IndexError) as exc:
         raise CorruptRecordError("record data truncated") from exc

@@ -4,6 +4,14 @@ Offsets change only through OffsetCommit records: the write path replays them
 into ``latest`` at once (so later writes see them), and into ``committed``
 when the batch holding them is durable. Reads without ``require_stable`` use
 ``committed``, so they never see a write that could still be lost.
+
+Transactional offset commits (TxnOffsetCommit) are OffsetCommit records in a
+transactional batch of the producer: they wait in ``pending`` until the
+producer's transaction ends with a COMMIT marker (then they become the group's
+offsets, unless a plain commit of the same partition came after them: the
+most recent commit wins, as Kafka's record offsets decide) or an ABORT marker
+(then they vanish). A tombstone removes the pending offsets of its partition
+too, as in Kafka.
 """
 
 from __future__ import annotations
@@ -35,11 +43,16 @@ def java_length(s: str) -> int:
 
 
 class OffsetStore:
-    __slots__ = ("latest", "committed")
+    __slots__ = ("latest", "committed", "pending", "open_by_group", "stale")
 
     def __init__(self) -> None:
         self.latest: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
         self.committed: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
+        # transactional offsets of open transactions: producer id -> group -> partition -> value
+        self.pending: dict[int, dict[str, dict[TopicPartition, OffsetCommitValue]]] = {}
+        self.open_by_group: dict[str, set[int]] = {}  # group -> producers with pending offsets in it
+        # (producer, group, partition) whose pending offset a later plain commit outdates
+        self.stale: set[tuple[int, str, TopicPartition]] = set()
 
     @staticmethod
     def _apply(view: dict, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
@@ -54,6 +67,85 @@ class OffsetStore:
 
     def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         self._apply(self.latest, key, value)
+        if self.open_by_group and key.group in self.open_by_group:
+            self.outdate(key.group, ((key.topic, key.partition),), value is None)
+
+    def outdate(self, group: str, partitions, removed: bool) -> None:
+        """Plain records of ``partitions`` of ``group`` were replayed while transactions hold
+        pending offsets there: a tombstone drops those pending offsets, a value outdates them."""
+        for pid in self.open_by_group[group]:
+            mine = self.pending[pid].get(group)
+            if not mine:
+                continue
+            for tp in partitions:
+                if tp in mine:
+                    if removed:
+                        del mine[tp]
+                        self.stale.discard((pid, group, tp))
+                    else:
+                        self.stale.add((pid, group, tp))
+
+    def replay_txn(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        """An offset record of ``producer_id``'s open transaction."""
+        tp = (key.topic, key.partition)
+        if value is None:  # Kafka writes none; a tombstone would act as a plain one
+            self.replay(key, None)
+            return
+        self.pending.setdefault(producer_id, {}).setdefault(key.group, {})[tp] = value
+        self.open_by_group.setdefault(key.group, set()).add(producer_id)
+        self.stale.discard((producer_id, key.group, tp))
+
+    def end_txn(self, producer_id: int, commit: bool) -> list[tuple[OffsetCommitKey, OffsetCommitValue]]:
+        """The producer's transaction ended (its marker replayed): on commit its pending offsets that
+        no later plain commit outdated become the groups' offsets. Returns those records."""
+        mine = self.pending.pop(producer_id, None)
+        if mine is None:
+            return []
+        applied = []
+        stale = self.stale
+        for group, offsets in mine.items():
+            producers = self.open_by_group.get(group)
+            if producers is not None:
+                producers.discard(producer_id)
+                if not producers:
+                    del self.open_by_group[group]
+            for tp, value in offsets.items():
+                if (producer_id, group, tp) in stale:
+                    stale.discard((producer_id, group, tp))
+                elif commit:
+                    key = OffsetCommitKey(group, tp[0], tp[1])
+                    self._apply(self.latest, key, value)
+                    applied.append((key, value))
+        return applied
+
+    def has_pending(self, group: str, topic: str, partition: int) -> bool:
+        producers = self.open_by_group.get(group)
+        if not producers:
+            return False
+        tp = (topic, partition)
+        pending = self.pending
+        return any(tp in pending[pid].get(group, _EMPTY) for pid in producers)
+
+    def save_txn(self) -> tuple:
+        """A copy of the transactional offsets' state (an operation's journal: ``restore_txn``)."""
+        return (
+            {pid: {g: dict(tps) for g, tps in groups.items()} for pid, groups in self.pending.items()},
+            {g: set(pids) for g, pids in self.open_by_group.items()},
+            set(self.stale),
+        )
+
+    def restore_txn(self, saved: tuple) -> None:
+        self.pending, self.open_by_group, self.stale = saved
+
+    def pending_partitions(self, group: str) -> list[TopicPartition]:
+        """The partitions of ``group`` with a pending transactional offset."""
+        out: dict = {}
+        for pid in self.open_by_group.get(group, ()):
+            out.update(dict.fromkeys(self.pending[pid].get(group, _EMPTY)))
+        return list(out)
+
+    def pending_of(self, producer_id: int) -> dict[str, dict[TopicPartition, OffsetCommitValue]] | None:
+        return self.pending.get(producer_id)
 
     def commit(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         self._apply(self.committed, key, value)
@@ -69,15 +161,23 @@ class OffsetStore:
         return sum(len(v) for v in self.latest.values())
 
 
+_EMPTY: dict = {}
+# OffsetFetch with require_stable: a partition with a transactional offset still pending
+UNSTABLE = object()
+
+
 def offset_record(group_id: str, topic: str, partition: int, value: OffsetCommitValue | None) -> tuple[OffsetCommitKey, OffsetCommitValue | None]:
     return OffsetCommitKey(group_id, topic, partition), value
 
 
-def validate_commit(classic, group: ClassicGroup | None, *, version: int, generation: int, member_id: str, instance_id: str | None) -> ErrorCode | None:
-    """Kafka's OffsetCommit validation matrix for classic groups (None = accept)."""
+def validate_commit(classic, group: ClassicGroup | None, *, version: int, generation: int, member_id: str, instance_id: str | None,
+                    transactional: bool = False) -> ErrorCode | None:
+    """Kafka's OffsetCommit (and TxnOffsetCommit) validation matrix for classic groups (None = accept)."""
     if group is None:
         if generation < 0:
             return None  # a "simple" group is created by the caller
+        if transactional:
+            return ErrorCode.illegal_generation
         return ErrorCode.group_id_not_found if version >= 9 else ErrorCode.illegal_generation
     if group.state == DEAD:
         return ErrorCode.coordinator_not_available
@@ -89,23 +189,25 @@ def validate_commit(classic, group: ClassicGroup | None, *, version: int, genera
             return error
         if generation != group.generation:
             return ErrorCode.illegal_generation
-    else:
+    elif not transactional:  # old TxnOffsetCommit versions send no member id and generation
         return ErrorCode.unknown_member_id  # no member id, generation < 0, group not Empty
-    if group.state == COMPLETING_REBALANCE:
+    if group.state == COMPLETING_REBALANCE and not transactional:
         return ErrorCode.rebalance_in_progress
     return None
 
 
-def validate_consumer_commit(group, *, version: int, epoch: int, member_id: str) -> ErrorCode | None:
-    """OffsetCommit against a KIP-848 group (section 3.10 of the reference)."""
+def validate_consumer_commit(group, *, version: int, epoch: int, member_id: str, transactional: bool = False) -> ErrorCode | None:
+    """OffsetCommit (and TxnOffsetCommit) against a KIP-848 group (section 3.10 of the reference)."""
     if epoch < 0 and not group.members:
         return None  # admin or standalone commit
     member = group.members.get(member_id)
     if member is None:
         return ErrorCode.unknown_member_id
-    if member.classic is None and version < 9:
+    if member.classic is None and version < 9 and not transactional:
         return ErrorCode.unsupported_version
     if epoch != member.member_epoch:
+        if transactional:  # Kafka turns a stale member epoch into ILLEGAL_GENERATION here
+            return ErrorCode.illegal_generation
         return ErrorCode.illegal_generation if member.classic is not None else ErrorCode.stale_member_epoch
     return None
 

@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 from protocol.errors import ErrorCode
 from protocol.group_records import encode_key, encode_value
-from protocol.records import Record, build_batch, split_batches
+from protocol.records import Record, build_batch, build_end_txn_marker, split_batches
 
 from ..cluster import AppendOrigin
 from .common import CoordinatorError, GroupConfig, Result
@@ -146,7 +146,10 @@ class ShardRuntime:
         self.state = LOADING
         self.shard = self._new_shard()
         self._pending: list[Result] = []
-        self._pending_records: list = []  # typed (key, value) records of the pending results
+        self._pending_records: list = []  # typed (key, value) records of the pending results since the last part
+        # what goes before them, in order: ("records", list) runs of plain records, ("txn", (producer id, epoch),
+        # list) a transactional batch's records, ("marker", (producer id, epoch, coordinator epoch, commit))
+        self._pending_parts: list = []
         self._batch_future: asyncio.Future | None = None
         self._flush_handle: asyncio.TimerHandle | None = None
         self._timer_handle: asyncio.TimerHandle | None = None
@@ -230,10 +233,9 @@ class ShardRuntime:
             if header.last_offset < offset:
                 continue
             offset = header.last_offset + 1
-            if header.is_control:
-                continue
-            loader.add(header, batch)
-            records += header.records_count
+            loader.add_batch(header, batch)
+            if not header.is_control:
+                records += header.records_count
         await asyncio.sleep(0)
         return offset, records
 
@@ -290,9 +292,11 @@ class ShardRuntime:
 
     def _enqueue(self, result: Result) -> asyncio.Future | None:
         """Queue a result for the next append; returns the future of the batch it (or earlier writes) ride in."""
-        if result.records or result.events or result.on_commit is not None:
+        if result.records or result.events or result.on_commit is not None or result.marker is not None:
             self._pending.append(result)
-            if result.records:
+            if result.producer is not None or result.marker is not None:
+                self._queue_txn(result)
+            elif result.records:
                 self._pending_records.extend(result.records)
             if self._batch_future is None:
                 self._batch_future = _BatchFuture(loop=self.loop)
@@ -300,19 +304,45 @@ class ShardRuntime:
                 self._flush_handle = self.loop.call_later(self.config.append_linger_ms / 1000, self._flush)
         return self._batch_future
 
+    def _queue_txn(self, result: Result) -> None:
+        """A transactional result's records, or a marker, go in batches of their own, in order."""
+        parts = self._pending_parts
+        if self._pending_records:
+            parts.append(("records", self._pending_records))
+            self._pending_records = []
+        if result.records:
+            parts.append(("txn", result.producer, list(result.records)))
+        if result.marker is not None:
+            parts.append(("marker", result.marker))
+
     def _flush(self) -> None:
         """Encode the pending records once, append them in one write, then (and only then)
         show them to reads, run the commit callbacks, publish the events and release the answers."""
         self._flush_handle = None
         results, records, fut = self._pending, self._pending_records, self._batch_future
-        self._pending, self._pending_records, self._batch_future = [], [], None
-        if records:
+        parts = self._pending_parts
+        self._pending, self._pending_records, self._batch_future, self._pending_parts = [], [], None, []
+        if parts:  # transactions: plain, transactional and control batches in order
+            if records:
+                parts.append(("records", records))
+            records = [r for part in parts if part[0] == "records" for r in part[1]]
+        if records or parts:
             now = self.clock_ms()
             try:
-                encoded = [(encode_key(k), None if v is None else encode_value(v)) for k, v in records]
+                limit = self.partition.log.config.max_message_bytes // 2
                 batches = []
-                for chunk in _chunks(encoded, self.partition.log.config.max_message_bytes // 2):
-                    batches += split_batches(build_batch([Record(offset=i, timestamp=now, key=k, value=v) for i, (k, v) in enumerate(chunk)]), verify_crc=False)  # CRC just computed
+                for part in parts or (("records", records),):
+                    if part[0] == "marker":
+                        pid, epoch, coordinator_epoch, commit = part[1]
+                        marker = build_end_txn_marker(commit=commit, producer_id=pid, producer_epoch=epoch, coordinator_epoch=coordinator_epoch, timestamp=now)
+                        batches += split_batches(marker, verify_crc=False)
+                        continue
+                    pid, epoch = part[1] if part[0] == "txn" else (-1, -1)
+                    encoded = [(encode_key(k), None if v is None else encode_value(v)) for k, v in part[-1]]
+                    for chunk in _chunks(encoded, limit):
+                        batch = build_batch([Record(offset=i, timestamp=now, key=k, value=v) for i, (k, v) in enumerate(chunk)],
+                                            producer_id=pid, producer_epoch=epoch, is_transactional=pid >= 0)
+                        batches += split_batches(batch, verify_crc=False)  # CRC just computed
                 # one write for all of them, so the whole lot is durable (or not) together; it wakes the fetches parked on the partition
                 self.partition.append(batches, AppendOrigin.COORDINATOR)  # trusted: not re-validated
                 if self.fsync_always:
@@ -321,7 +351,7 @@ class ShardRuntime:
                 self._fail_batch(results, fut, exc)
                 return
             try:
-                commit = self.shard.commit_record
+                commit = self.shard.commit_record  # transactional offsets reach reads with their COMMIT marker (on_commit)
                 for key, value in records:
                     commit(key, value)
             except Exception as exc:  # noqa: BLE001 - a bug: the log is right, the memory is not

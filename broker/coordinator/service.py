@@ -199,6 +199,24 @@ class GroupCoordinator:
             group_id, lambda shard: shard.offset_commit(group_id, member_id, generation, instance_id, version, retention_ms, partitions)
         )
 
+    async def txn_offset_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int,
+                                producer_id: int, producer_epoch: int, partitions: list[CommitPartition]) -> list[tuple[str, int, ErrorCode]]:
+        """TxnOffsetCommit: offsets written in the producer's transaction, shown once its COMMIT marker is."""
+        return await self._write(
+            group_id,
+            lambda shard: shard.txn_offset_commit(group_id, member_id, generation, instance_id, version, producer_id, producer_epoch, partitions),
+        )
+
+    async def complete_txn(self, partition: int, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool) -> ErrorCode:
+        """Write a transaction's COMMIT or ABORT marker to one partition of ``__consumer_offsets``
+        (what Kafka's WriteTxnMarkers does there); answers once the marker is durable."""
+        runtime = self.shards[partition]
+        try:
+            await runtime.write(lambda shard: shard.complete_txn(producer_id, producer_epoch, coordinator_epoch, commit))
+        except (CoordinatorError, OSError) as exc:
+            return for_exception(exc)[0]
+        return ErrorCode.none
+
     async def offset_fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None, *, stable: bool,
                            member_id: str | None = None, member_epoch: int = -1) -> list:
         """(topic, partition, OffsetCommitValue or None) rows; raises for a fenced KIP-848 member."""

@@ -39,6 +39,7 @@ from .migration import Migration
 from .classic_group import DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
 from .common import TIMER, GroupConfig, GroupEvent, Result, Timers, merge_results
 from .offsets import (
+    UNSTABLE,
     CommitPartition,
     OffsetStore,
     expired_consumer_offsets,
@@ -54,7 +55,8 @@ RETENTION_TIMER = "offsets-retention"
 
 _MISSING = object()
 _NO_OFFSETS: dict = {}
-_RECORD, _GROUP, _STATE = 0, 1, 2  # journal entries: a record's prior value, a groups entry, a classic group's state
+# journal entries: a record's prior value, a groups entry, a classic group's state, the transactional offsets
+_RECORD, _GROUP, _STATE, _TXN = 0, 1, 2, 4  # (3 is common.TIMER)
 
 
 class _Groups(dict):
@@ -84,12 +86,13 @@ class _Groups(dict):
 
 
 class _Operation:
-    __slots__ = ("records", "events", "journal")
+    __slots__ = ("records", "events", "journal", "txn_saved")
 
     def __init__(self) -> None:
         self.records: list = []
         self.events: list[GroupEvent] = []
         self.journal: list = []
+        self.txn_saved = False  # the transactional offsets are journaled (once an operation touches them)
 
 
 class _EmptyMetadata:
@@ -135,12 +138,16 @@ class GroupShard:
         self.skipped_records = 0
 
     # ================================================================ replay
-    def replay(self, key, value, *, committed: bool = False) -> None:
-        """Apply one decoded record. ``committed`` also updates the read view."""
+    def replay(self, key, value, *, committed: bool = False, producer_id: int = -1) -> None:
+        """Apply one decoded record. ``committed`` also updates the read view; ``producer_id``
+        is that of a transactional batch (its offsets wait for the transaction's marker)."""
         if isinstance(key, OffsetCommitKey):
-            self.offsets.replay(key, value)
-            if committed:
-                self.offsets.commit(key, value)
+            if producer_id >= 0:
+                self.offsets.replay_txn(producer_id, key, value)
+            else:
+                self.offsets.replay(key, value)
+                if committed:
+                    self.offsets.commit(key, value)
             if value is not None and key.group not in self.groups:
                 self.groups[key.group] = ClassicGroup(key.group)  # a "simple" group
         elif isinstance(key, GroupMetadataKey):
@@ -153,13 +160,18 @@ class GroupShard:
         elif isinstance(key, CONSUMER_KEYS):
             replay_consumer(self.groups, key, value)
 
-    def replay_bytes(self, key_bytes: bytes, value_bytes: bytes | None, *, committed: bool = False) -> None:
+    def replay_marker(self, producer_id: int, commit: bool) -> list:
+        """Apply a COMMIT or ABORT marker of ``producer_id``: the offset records its transaction made
+        the groups' offsets (none on abort), for the read view once the marker is durable."""
+        return self.offsets.end_txn(producer_id, commit)
+
+    def replay_bytes(self, key_bytes: bytes, value_bytes: bytes | None, *, committed: bool = False, producer_id: int = -1) -> None:
         """Replay one record as the log holds it (loading)."""
         key = decode_key(key_bytes)
         if isinstance(key, UnknownRecordType):
             self.skipped_records += 1
             return
-        self.replay(key, decode_value(key, value_bytes), committed=committed)
+        self.replay(key, decode_value(key, value_bytes), committed=committed, producer_id=producer_id)
 
     def commit_record(self, key, value) -> None:
         """The batch holding this replayed record is durable: show it to reads."""
@@ -201,6 +213,8 @@ class GroupShard:
         if apply:
             if type(key) is OffsetCommitKey:  # the hot path (OffsetCommit): _prior and replay, inlined
                 offsets = self.offsets
+                if offsets.open_by_group and not op.txn_saved:
+                    self._save_txn(op)
                 op.journal.append((_RECORD, key, offsets.latest.get(key.group, _NO_OFFSETS).get((key.topic, key.partition))))
                 offsets.replay(key, value)
                 if value is not None and key.group not in self.groups:
@@ -208,6 +222,23 @@ class GroupShard:
             else:
                 op.journal.append(self._prior(key))
                 self.replay(key, value)
+        op.records.append((key, value))
+
+    def _save_txn(self, op: _Operation) -> None:
+        """Journal the transactional offsets once per operation that may change them."""
+        op.txn_saved = True
+        op.journal.append((_TXN, self.offsets.save_txn(), None))
+
+    def emit_txn(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue) -> None:
+        """Write a transactional offset record (TxnOffsetCommit) as part of the running operation."""
+        op = self._op
+        if op is None:
+            raise RuntimeError("records are written only by an operation (GroupShard.run)")
+        if not op.txn_saved:
+            self._save_txn(op)
+        self.offsets.replay_txn(producer_id, key, value)
+        if key.group not in self.groups:
+            self.groups[key.group] = ClassicGroup(key.group)  # a "simple" group
         op.records.append((key, value))
 
     def write(self, out) -> None:
@@ -237,7 +268,12 @@ class GroupShard:
     def _rollback(self, journal: list) -> None:
         for kind, a, b in reversed(journal):
             if kind == _RECORD:
-                self.replay(a, b)
+                if type(a) is OffsetCommitKey:
+                    OffsetStore._apply(self.offsets.latest, a, b)  # the pending offsets come back from _TXN
+                else:
+                    self.replay(a, b)
+            elif kind == _TXN:
+                self.offsets.restore_txn(a)
             elif kind == _GROUP:
                 if b is _MISSING:
                     dict.pop(self.groups, a, None)
@@ -313,6 +349,48 @@ class GroupShard:
             answer.append((p.topic, p.partition, ErrorCode.none))
         return Result(response=answer)
 
+    def txn_offset_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int,
+                          producer_id: int, producer_epoch: int, partitions: list[CommitPartition]) -> Result:
+        """TxnOffsetCommit: the offsets wait in the producer's transaction until its marker."""
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            error = validate_consumer_commit(group, version=version, epoch=generation, member_id=member_id, transactional=True)
+        else:
+            error = validate_commit(self.classic, group, version=version, generation=generation, member_id=member_id,
+                                    instance_id=instance_id, transactional=True)
+        if error is not None:
+            return Result(response=[(p.topic, p.partition, error) for p in partitions])
+        if group is None:
+            self.groups[group_id] = ClassicGroup(group_id, state_timestamp=self.now_ms())
+        now = self.now_ms()
+        answer = []
+        limit = self.config.offset_metadata_max_bytes
+        for p in partitions:
+            metadata = p.metadata or ""
+            if java_length(metadata) > limit:
+                answer.append((p.topic, p.partition, ErrorCode.offset_metadata_too_large))
+                continue
+            value = OffsetCommitValue(offset=p.offset, leader_epoch=p.leader_epoch, metadata=metadata, commit_timestamp=now, expire_timestamp=-1)
+            self.emit_txn(producer_id, OffsetCommitKey(group_id, p.topic, p.partition), value)
+            answer.append((p.topic, p.partition, ErrorCode.none))
+        result = Result(response=answer)
+        if self._op.records:
+            result.producer = (producer_id, producer_epoch)
+        return result
+
+    def complete_txn(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool) -> Result:
+        """Write a transaction's COMMIT or ABORT marker to this partition (the transaction
+        coordinator's WriteTxnMarkers); the offsets it commits reach reads once it is durable."""
+        self._save_txn(self._op)
+        applied = self.replay_marker(producer_id, commit)
+        offsets = self.offsets
+
+        def show() -> None:
+            for key, value in applied:
+                offsets.commit(key, value)
+
+        return Result(response=ErrorCode.none, marker=(producer_id, producer_epoch, coordinator_epoch, commit), on_commit=show if applied else None)
+
     def validate_fetch(self, group_id: str, member_id: str | None, epoch: int) -> ErrorCode | None:
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
@@ -322,8 +400,13 @@ class GroupShard:
     def offset_fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None, *, stable: bool) -> list[tuple[str, int, OffsetCommitValue | None]]:
         view = (self.offsets.latest if stable else self.offsets.committed).get(group_id, {})
         if topics is None:
-            return sorted(((t, p, v) for (t, p), v in view.items()), key=lambda x: (x[0], x[1]))
-        return [(t, p, view.get((t, p))) for t, parts in topics for p in parts]
+            rows = sorted(((t, p, v) for (t, p), v in view.items()), key=lambda x: (x[0], x[1]))
+        else:
+            rows = [(t, p, view.get((t, p))) for t, parts in topics for p in parts]
+        if stable and group_id in self.offsets.open_by_group:  # a transaction's offset still pending: not stable yet
+            pending = self.offsets.has_pending
+            rows = [(t, p, UNSTABLE if pending(group_id, t, p) else v) for t, p, v in rows]
+        return rows
 
     def offset_delete(self, group_id: str, topics: list[tuple[str, list[int]]]) -> Result:
         group = self.groups.get(group_id)
@@ -338,7 +421,7 @@ class GroupShard:
                 if group.is_subscribed(topic):
                     answer.append((topic, p, ErrorCode.group_subscribed_to_topic))
                     continue
-                if (topic, p) in offsets:
+                if (topic, p) in offsets or self.offsets.has_pending(group_id, topic, p):  # the tombstone drops a pending one too
                     self.emit(*offset_record(group_id, topic, p, None))
                 answer.append((topic, p, ErrorCode.none))
         return Result(response=(ErrorCode.none, answer))
@@ -358,7 +441,10 @@ class GroupShard:
             if group.state != EMPTY:
                 answer.append((gid, ErrorCode.non_empty_group))
                 continue
-            for topic, partition in list(self.offsets.latest.get(gid, {})):
+            doomed = list(self.offsets.latest.get(gid, {}))
+            if gid in self.offsets.open_by_group:  # partitions with only a transaction's pending offset get one too
+                doomed += [tp for tp in self.offsets.pending_partitions(gid) if tp not in self.offsets.latest.get(gid, {})]
+            for topic, partition in doomed:
                 self.emit(*offset_record(gid, topic, partition, None))
             self._write_group_tombstones(group)
             answer.append((gid, ErrorCode.none))
@@ -386,6 +472,9 @@ class GroupShard:
             else:
                 expired = expired_offsets(group, offsets, now, self.config.offsets_retention_ms)
             everything = len(expired) == len(offsets)  # before the tombstones below empty ``offsets``
+            if gid in self.offsets.open_by_group:  # as Kafka: not while a transaction holds a pending offset there
+                expired = [tp for tp in expired if not self.offsets.has_pending(gid, *tp)]
+                everything = False
             for topic, partition in expired:
                 self.emit(*offset_record(gid, topic, partition, None))
             if expired:

@@ -1,14 +1,16 @@
 """OffsetFetch (9), v1-9: one group (v1-7) or a batch of groups (v8+).
 
 Without ``require_stable`` the answer is read from committed state; with it
-the fetch first waits for the shard's in-flight writes. There are no
-transactions, so UNSTABLE_OFFSET_COMMIT never occurs. An unknown group is
-not an error: its partitions come back with offset -1.
+the fetch first waits for the shard's in-flight writes, and a partition with
+a transactional offset commit still pending answers UNSTABLE_OFFSET_COMMIT
+(offset -1), as in Kafka. An unknown group is not an error: its partitions
+come back with offset -1.
 """
 
 from protocol.errors import ErrorCode
 
 from ..coordinator.common import CoordinatorError
+from ..coordinator.offsets import UNSTABLE
 from ._groups import coordinator
 
 API_KEY = 9
@@ -25,6 +27,11 @@ async def fetch_group(ctx, group_id: str, topics, stable: bool, member_id: str |
         return exc.code, []
     by_topic: dict[str, list] = {}
     for topic, partition, value in rows:
+        if value is UNSTABLE:
+            by_topic.setdefault(topic, []).append(
+                {"partition_index": partition, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "", "error_code": ErrorCode.unstable_offset_commit}
+            )
+            continue
         by_topic.setdefault(topic, []).append(
             {
                 "partition_index": partition,

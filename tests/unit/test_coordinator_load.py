@@ -174,9 +174,7 @@ def load_both(loop, blobs: list[bytes]) -> tuple[GroupShard, GroupShard]:
     loader = ShardLoader(fast)
     for blob in blobs:
         for header, batch in split_batches(blob):
-            if header.is_control:
-                continue
-            loader.add(header, batch)
+            loader.add_batch(header, batch)
             replay_log_batch(slow, header, batch)
     loader.apply()
     finish(fast)

@@ -7,6 +7,13 @@ On-disk layout of a partition directory::
     00000000000000000000.timeindex   sparse time index   (written on roll / close)
     00000000000000001234.log         next segment, named by its base offset
     ...
+    00000000000000001234.txnindex    aborted transactions whose ABORT marker is in that
+                                     segment (Kafka's format, see txn.py): appended with
+                                     the marker, made durable with the segment
+    00000000000000001234.txnsnapshot the transactions open at offset 1234 (txn.py): at a
+                                     partition's first transactional batch, at each roll
+                                     and on clean shutdown (at the log end offset); only
+                                     for partitions that have seen a transactional batch
     log-start-offset                 only after delete_records_before() moved the log
                                      start offset inside a segment (decimal text)
     clean-shutdown                   written by close(), removed by open(): when present
@@ -14,6 +21,12 @@ On-disk layout of a partition directory::
                                      the tail after the last index entry is re-read);
                                      otherwise it is fully CRC-validated and truncated
                                      at the first torn/corrupt batch
+
+Transactions (txn.py): a partition knows its open transactions, its last
+stable offset (``last_stable_offset``) and its aborted transactions
+(``aborted_transactions``); ``read(..., upto=)`` stops before an offset (a
+READ_COMMITTED fetch stops at the LSO). Appends without a transactional
+batch pay one bit test per batch for this.
 
 Transient files (see compaction.py / recovery.py)::
 
@@ -57,6 +70,8 @@ from pathlib import Path
 from collections.abc import Callable, Iterable, Sequence
 
 from protocol.records import (
+    CONTROL_MASK,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     patch_base_offset,
     set_log_append_time,
@@ -72,13 +87,15 @@ from .errors import (
     RecordBatchTooLargeError,
 )
 from .index import write_file_atomic
-from .recovery import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, _fsync_dir, _unlink, recover
+from .recovery import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, _fsync_dir, _txn_files, _unlink, load_snapshot, recover
 from .segment import _REL_MAX, Segment
+from .txn import TxnState, control_kind, encode_entries, encode_snapshot, replay, snapshot_name
 
 __all__ = ["PartitionLog", "AppendResult", "CompactionStats"]
 
 # baseOffset(8) batchLength(4) partitionLeaderEpoch(4): what an append patches, outside the CRC
 _HEAD_PATCH = 16
+_TXN_BIT = TRANSACTIONAL_MASK
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +143,13 @@ class PartitionLog:
         self._clean_upto = 0  # segments entirely below this offset are "clean" (compaction)
         self._epoch = 0  # bumped by truncate_to
         self._crash_hook: Callable[[str], None] | None = None  # tests only
+        # transactions (txn.py): the state; snapshots taken at rolls, written by _process_pending_locked
+        # as (offset, bytes, epoch); segments whose .txnindex must be rewritten whole (a failed append);
+        # aborted transactions below this offset are dropped at the next marker (retention ran)
+        self._txn = TxnState()
+        self._pending_snaps: list[tuple[int, bytes, int]] = []
+        self._txn_dirty: set[int] = set()
+        self._txn_prune_below = 0
 
     @classmethod
     def open(cls, path: Path, config: LogConfig, *, clock: Callable[[], float] = time.time) -> PartitionLog:
@@ -146,6 +170,8 @@ class PartitionLog:
         self._leo = r.leo
         self._view = _View(r.segments, r.log_start)
         self._clean_upto = r.log_start
+        self._txn = r.txn
+        self._txn_dirty = r.txn_dirty
 
     def _write_log_start(self, offset: int) -> None:
         write_file_atomic(
@@ -165,6 +191,36 @@ class PartitionLog:
     @property
     def log_end_offset(self) -> int:
         return self._leo
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest open transaction (at least the log start
+        offset), or the log end offset when none is open (Kafka's LSO; the log end
+        offset is the high watermark with one replica)."""
+        firsts = self._txn.firsts
+        if not firsts:
+            return self._leo
+        first = firsts[0]
+        start = self._view.log_start
+        return first if first > start else start
+
+    def aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of every aborted transaction overlapping
+        [start_offset, upper_bound_offset) (exclusive bound), in marker order."""
+        return self._txn.collect(start_offset, upper_bound_offset)
+
+    def has_aborted_after(self, offset: int) -> bool:
+        """True if an aborted transaction's marker is at or after ``offset`` (cheap: lets a
+        fetch skip finding the last offset it returns when nothing could overlap)."""
+        return self._txn.has_aborted_from(offset)
+
+    def in_transaction(self, producer_id: int) -> bool:
+        """Whether ``producer_id`` has an open transaction in this partition."""
+        return producer_id in self._txn.open
+
+    def open_transactions(self) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the open transactions, by first offset."""
+        return self._txn.open_txns()
 
     @property
     def size_bytes(self) -> int:
@@ -222,6 +278,8 @@ class PartitionLog:
             off_of_max = -1
             limit = cfg.max_message_bytes
             infos: list[tuple[int, int, int, int]] = []
+            txn: list | None = None  # transactional batches: (header, base offset, bytes)
+            txn_bit = _TXN_BIT
             for i, (hdr, data) in enumerate(batches):
                 n = len(data)
                 if n != hdr.size:
@@ -237,6 +295,10 @@ class PartitionLog:
                             f"batch base offset {base} is below the next expected offset {next_off}"
                         )
                 view = data if type(data) is memoryview else memoryview(data)
+                if hdr.attributes & txn_bit:
+                    if txn is None:
+                        txn = []
+                    txn.append((hdr, base, view))
                 if use_lat:
                     whole = bytearray(view)
                     patch_base_offset(whole, 0, base, leader_epoch)
@@ -264,6 +326,8 @@ class PartitionLog:
                 seg = self._replace_empty_active_locked(first_base)
             elif self._should_roll(seg, pos, next_off - 1, now_ms):
                 seg = self._roll_locked(first_base)
+            if txn is not None and not self._txn.tracked:
+                self._start_tracking_locked(txn[0][1])
             start = seg.size
             try:
                 seg.fh.pwritev_all(iov, start)
@@ -279,10 +343,148 @@ class PartitionLog:
             for p, last, bts, n in infos:
                 seg.note_batch(start + p, last, bts, n)
             self._leo = next_off
+            created = self._apply_txn_locked(seg, txn) if txn is not None else False
             if cfg.fsync == "always":
                 seg.fh.fsync()
                 seg.flushed_size = seg.size
+                if txn is not None:
+                    seg.sync_txn_index()
+                    if created:
+                        _fsync_dir(self.path)
         return AppendResult(first_base, next_off - 1, max_ts, off_of_max, lat)
+
+    # ------------------------------------------------------------------ transactions
+    def _start_tracking_locked(self, offset: int) -> None:
+        """The partition's first transactional batch goes at ``offset``: from now on its
+        transaction files exist, starting with a snapshot at ``offset`` (nothing open before)."""
+        self._txn.tracked = True
+        sync = self.config.fsync != "never"
+        try:
+            write_file_atomic(self.path / snapshot_name(offset), encode_snapshot(offset, self._txn.open_txns()), fsync=sync)
+            if sync:
+                _fsync_dir(self.path)
+        except OSError as exc:
+            log.error("could not write a transaction snapshot in %s: %s", self.path, exc)
+
+    def _apply_txn_locked(self, seg: Segment, txn: list) -> bool:
+        """Apply the transactional batches just written to ``seg``; True if its .txnindex was created."""
+        st = self._txn
+        prune = self._txn_prune_below
+        if prune and st.lasts and st.lasts[0] < prune:
+            st.drop_aborted_below(prune)
+        created = False
+        for hdr, base, view in txn:
+            pid = hdr.producer_id
+            if pid < 0:
+                continue
+            if hdr.attributes & CONTROL_MASK:
+                kind = control_kind(view)
+                if kind is None:
+                    continue
+                entry = st.on_marker(pid, base, kind)
+                if entry is not None and seg.base_offset not in self._txn_dirty:
+                    try:
+                        created = seg.append_txn_entry(encode_entries((entry,))) or created
+                    except OSError as exc:
+                        log.error("could not append to %s (%s); it will be rewritten", seg.txnindex_path, exc)
+                        self._txn_dirty.add(seg.base_offset)
+            else:
+                st.on_data(pid, base)
+        if created:
+            self._dir_dirty = True
+        return created
+
+    def _rewrite_txn_index_locked(self, seg: Segment, entries: list) -> None:
+        """Replace ``seg``'s .txnindex with ``entries`` (none: remove it)."""
+        seg.close_txn_index()
+        try:
+            if entries:
+                write_file_atomic(seg.txnindex_path, encode_entries(entries), fsync=self.config.fsync != "never")
+            else:
+                _unlink(seg.txnindex_path)
+        except OSError as exc:
+            log.error("could not rewrite %s: %s", seg.txnindex_path, exc)
+            self._txn_dirty.add(seg.base_offset)
+            return
+        self._txn_dirty.discard(seg.base_offset)
+        self._dir_dirty = True
+
+    def _repair_txn_indexes(self) -> None:
+        """Rewrite the .txnindex files an append failed to extend."""
+        with self._lock:
+            segs = self._view.segs
+            bases = [s.base_offset for s in segs]
+            for b in sorted(self._txn_dirty):
+                i = bisect_right(bases, b) - 1
+                if i < 0 or bases[i] != b:
+                    self._txn_dirty.discard(b)
+                    continue
+                nxt = bases[i + 1] if i + 1 < len(bases) else None
+                self._rewrite_txn_index_locked(segs[i], self._txn.entries_between(b, nxt))
+
+    def _write_snapshot(self, offset: int, data: bytes, epoch: int, *, fsync: bool) -> None:
+        if epoch != self._epoch:
+            return
+        path = self.path / snapshot_name(offset)
+        try:
+            write_file_atomic(path, data, fsync=fsync)
+        except OSError as exc:
+            log.warning("could not write %s: %s", path, exc)
+            return
+        if epoch != self._epoch:  # truncated meanwhile: the snapshot may be past the new end
+            _unlink(path)
+
+    def _prune_snapshots(self, *, below: int | None = None, above: int | None = None, keep: set[int] | None = None) -> None:
+        """Remove the snapshots below ``below`` or not in ``keep`` (but never the newest: it says
+        that the partition has seen transactions), and those above ``above``."""
+        try:
+            snaps = sorted(_txn_files(self.path)[1])
+        except OSError:
+            return
+        newest = snaps[-1] if snaps else None
+        for off in snaps:
+            old = (below is not None and off < below) or (keep is not None and off not in keep)
+            if (old and off != newest) or (above is not None and off > above):
+                _unlink(self.path / snapshot_name(off))
+
+    def _merge_txn_orphans(self) -> None:
+        """Fold the .txnindex files of segments compaction replaced into the files of the
+        segments that now cover their offsets (rewritten from memory), then remove them."""
+        with self._maint_lock:
+            if self._closing or self._closed:
+                return
+            try:
+                indexes = _txn_files(self.path)[0]
+            except OSError:
+                return
+            with self._lock:
+                segs = self._view.segs
+                bases = [s.base_offset for s in segs]
+                epoch = self._epoch
+                base_set = set(bases)
+                orphans = [name for b, name in indexes.items() if b not in base_set]
+                floors = {bisect_right(bases, b) - 1 for b in indexes if b not in base_set}
+                writes = [
+                    (segs[i], self._txn.entries_between(bases[i], bases[i + 1] if i + 1 < len(bases) else None))
+                    for i in sorted(floors)
+                    if 0 <= i < len(segs) - 1  # never the active segment's file: appends own it
+                ]
+            if not orphans:
+                return
+            sync = self.config.fsync != "never"
+            # under the lock: a truncation meanwhile could make one of these segments the active one
+            with self._lock:
+                if self._epoch != epoch:
+                    return  # truncated meanwhile: the next pass, or recovery, sorts it out
+                for seg, entries in writes:
+                    if not seg.deleted and seg is not self._view.segs[-1]:
+                        self._rewrite_txn_index_locked(seg, entries)
+            if sync:
+                _fsync_dir(self.path)
+            for name in orphans:
+                _unlink(self.path / name)
+            if sync:
+                _fsync_dir(self.path)
 
     def _should_roll(self, seg: Segment, nbytes: int, last_offset: int, now_ms: int) -> bool:
         if seg.size == 0:
@@ -305,6 +507,8 @@ class PartitionLog:
         old.seal()
         new = Segment.create(self.path, new_base, cfg.segment_index_bytes, cfg.index_interval_bytes)
         self._pending_seal.append(old)
+        if self._txn.tracked:  # the state at new_base, written with the rolled segment
+            self._pending_snaps.append((new_base, encode_snapshot(new_base, self._txn.open_txns()), self._epoch))
         self._view = _View(view.segs + (new,), view.log_start)
         if cfg.fsync == "always":
             _fsync_dir(self.path)
@@ -317,7 +521,7 @@ class PartitionLog:
         view = self._view
         old = view.segs[-1]
         new = Segment.create(self.path, new_base, cfg.segment_index_bytes, cfg.index_interval_bytes)
-        old.delete_files()
+        old.delete_files(txn_index=True)
         segs = view.segs[:-1] + (new,)
         self._view = _View(segs, max(view.log_start, segs[0].base_offset) if len(segs) == 1 else view.log_start)
         self._dir_dirty = True
@@ -332,13 +536,16 @@ class PartitionLog:
                 self._roll_locked(self._leo)
 
     # ------------------------------------------------------------------ read
-    def read(self, offset: int, max_bytes: int, *, min_one: bool = True) -> bytes | memoryview:
+    def read(self, offset: int, max_bytes: int, *, min_one: bool = True, upto: int | None = None) -> bytes | memoryview:
         """Whole batches starting with the one containing ``offset`` (KIP-74).
 
         Returns up to ``max_bytes`` of whole batches from a single segment; if the
         first batch alone exceeds ``max_bytes`` it is returned anyway when
         ``min_one`` (else b"").  Returns b"" at the log end offset.  Raises
         OffsetOutOfRangeError if offset < log start offset or > log end offset.
+        With ``upto`` only batches whose last offset is below it are returned (a
+        READ_COMMITTED fetch passes the LSO; a batch straddling it is left out),
+        and b"" when ``offset`` is at or past it.
         """
         if self._closed:
             raise LogClosedError(f"log {self.path} is closed")
@@ -348,6 +555,11 @@ class PartitionLog:
             raise OffsetOutOfRangeError(offset, view.log_start, leo)
         if offset == leo:
             return b""
+        if upto is not None:
+            if upto >= leo:
+                upto = None
+            elif offset >= upto:
+                return b""
         segs = view.segs
         i = bisect_right(view.bases, offset) - 1
         if i < 0:
@@ -358,6 +570,12 @@ class PartitionLog:
             end = seg.size
             found = seg.find_batch(offset, end)
             if found is not None:
+                if upto is not None and upto < seg.next_offset:
+                    stop = seg.find_batch(upto, end)
+                    if stop is not None:
+                        end = stop[0]
+                        if end <= found[0]:
+                            return b""
                 return seg.read_batches(found[0], max_bytes, min_one=min_one, end=end)
             i += 1
         return b""
@@ -412,8 +630,13 @@ class PartitionLog:
                 self._write_log_start(offset)
             else:
                 _unlink(self.path / LOG_START_FILE)
+            tracked = self._txn.tracked
+            if tracked and doomed:
+                self._txn.drop_aborted_below(segs[0].base_offset)
         for seg in doomed:
-            seg.delete_files()
+            seg.delete_files(txn_index=True)
+        if tracked and doomed:
+            self._prune_snapshots(below=segs[0].base_offset)
         return offset
 
     def truncate_to(self, offset: int) -> int:
@@ -438,7 +661,7 @@ class PartitionLog:
             if not segs:
                 start = max(offset, 0)
                 for s in doomed:
-                    s.delete_files()
+                    s.delete_files(txn_index=True)
                 doomed.clear()
                 segs = [Segment.create(self.path, start, cfg.segment_index_bytes, cfg.index_interval_bytes)]
                 log_start = start
@@ -461,9 +684,39 @@ class PartitionLog:
             self._view = _View(tuple(segs), log_start)
             self._clean_upto = min(self._clean_upto, new_leo)
             self._dir_dirty = True
+            for seg in doomed:
+                seg.close_txn_index()
+            if self._txn.tracked:
+                self._truncate_txn_locked(new_leo, segs, fresh=new_leo == segs[0].base_offset == log_start and segs[0].size == 0)
         for seg in doomed:
-            seg.delete_files()
+            seg.delete_files(txn_index=True)
         return new_leo
+
+    def _truncate_txn_locked(self, new_leo: int, segs: list[Segment], *, fresh: bool) -> None:
+        """The transaction state after a truncation to ``new_leo``: rebuilt from the newest
+        snapshot at or below it (the whole log without one), as recovery does."""
+        sync = self.config.fsync != "never"
+        self._pending_snaps = [p for p in self._pending_snaps if p[0] <= new_leo]
+        old = self._txn
+        last = segs[-1]
+        if fresh:  # nothing left: nothing open, nothing aborted
+            self._prune_snapshots(above=new_leo - 1)
+            st = TxnState(tracked=True)
+        else:
+            self._prune_snapshots(above=new_leo)
+            try:
+                snap = load_snapshot(self.path, _txn_files(self.path)[1], segs[0].base_offset, new_leo)
+            except OSError:
+                snap = None
+            start = snap[0] if snap is not None else segs[0].base_offset
+            st = TxnState(snap[1] if snap is not None else (), tracked=True)
+            for entry in old.entries_between(0, start):
+                st.add_aborted(entry)
+            replay(st, segs, start)
+        self._txn = st
+        if old.entries_between(last.base_offset) != st.entries_between(last.base_offset) or last.base_offset in self._txn_dirty:
+            self._rewrite_txn_index_locked(last, st.entries_between(last.base_offset))
+        self._write_snapshot(new_leo, encode_snapshot(new_leo, st.open_txns()), self._epoch, fsync=sync)
 
     # ------------------------------------------------------------------ durability
     def flush(self) -> None:
@@ -474,6 +727,7 @@ class PartitionLog:
             size = seg.size
             seg.fh.fsync()
             seg.flushed_size = max(seg.flushed_size, size)
+            seg.sync_txn_index()
             self._last_flush_ms = self._now_ms()
 
     def flush_if_due(self, now_ms: int | None = None) -> None:
@@ -494,12 +748,14 @@ class PartitionLog:
             if size > seg.flushed_size:
                 seg.fh.fsync()
                 seg.flushed_size = size
+            seg.sync_txn_index()
             self._last_flush_ms = now
 
     def _process_pending_locked(self) -> None:
         """(flush lock held) fsync rolled segments and write their index files."""
         with self._lock:
             pending, self._pending_seal = self._pending_seal, []
+            snaps, self._pending_snaps = self._pending_snaps, []
             if not pending and self._pristine():
                 # a new, empty log: losing its empty segment file in a crash loses nothing (recovery
                 # makes another), so its directory is synced once it holds data, not before; this
@@ -513,12 +769,28 @@ class PartitionLog:
                 continue
             seg.fh.fsync()
             seg.flushed_size = seg.size
+            seg.sync_txn_index()
             seg.save_indexes(fsync=sync)
             if seg.deleted:  # deleted concurrently while we wrote the index files
                 _unlink(seg.index_path)
                 _unlink(seg.timeindex_path)
         if (pending or dir_dirty) and sync:
             _fsync_dir(self.path)
+        if any(seg.txn_fh is not None for seg in pending):
+            # rolled: no more appends to their indexes. Closed under the lock appends hold, and
+            # only if still not active (a truncation can make a rolled segment active again)
+            with self._lock:
+                active = self._view.segs[-1]
+                for seg in pending:
+                    if seg is not active:
+                        seg.close_txn_index()
+        if self._txn_dirty:
+            self._repair_txn_indexes()
+        # the rolled segments' transaction indexes are durable: now the snapshots taken at the rolls
+        # (not while an index misses entries: recovery would trust it)
+        if snaps and not self._txn_dirty:
+            for off, data, epoch in snaps:
+                self._write_snapshot(off, data, epoch, fsync=sync)
 
     def close(self) -> None:
         """Clean shutdown: fsync, persist all indexes, close file descriptors."""
@@ -541,9 +813,13 @@ class PartitionLog:
             active.fh.fsync()
             active.flushed_size = active.size
             active.save_indexes(fsync=True)
+            active.sync_txn_index()
             _fsync_dir(self.path)
+            if self._txn.tracked and not self._txn_dirty:  # the open transactions at the log end
+                self._write_snapshot(self._leo, encode_snapshot(self._leo, self._txn.open_txns()), self._epoch, fsync=True)
             for seg in self._view.segs:
                 seg.fh.close()
+                seg.close_txn_index()
             write_file_atomic(self.path / CLEAN_SHUTDOWN_FILE, b"", fsync=True)
             _fsync_dir(self.path)
 
@@ -557,6 +833,7 @@ class PartitionLog:
             for seg in segs:
                 seg.deleted = True
                 seg.fh.close()
+                seg.close_txn_index()
             shutil.rmtree(self.path, ignore_errors=True)
 
     # ------------------------------------------------------------------ retention
@@ -630,8 +907,13 @@ class PartitionLog:
                 self._clean_upto = max(self._clean_upto, rest[0].base_offset)
                 if new_start == rest[0].base_offset:
                     _unlink(self.path / LOG_START_FILE)
+                tracked = self._txn.tracked
+                if tracked:  # applied by the appending thread at the next marker
+                    self._txn_prune_below = rest[0].base_offset
             for s in chosen:
-                s.delete_files()
+                s.delete_files(txn_index=True)
+            if tracked:
+                self._prune_snapshots(below=rest[0].base_offset)
             log.info("retention: deleted %d segment(s) of %s; log start offset now %d", k, self.path, new_start)
             return k
 
@@ -649,9 +931,16 @@ class PartitionLog:
         Runs without blocking appends: reads a snapshot, writes cleaned segments
         to ``<base>-<end>.cleaned``, renames to ``.swap`` (the commit point), swaps
         the in-memory segment list under the lock, then replaces the old files.
-        Returns None when there is nothing to clean.
+        Returns None when there is nothing to clean. The transaction indexes of the
+        replaced segments are merged into the cleaned segments' afterwards.
         """
-        return compaction.compact(self, now_ms)
+        stats = compaction.compact(self, now_ms)
+        if stats is not None and self._txn.tracked:
+            self._merge_txn_orphans()
+            with self._lock:
+                bases = set(self._view.bases)
+            self._prune_snapshots(keep=bases)
+        return stats
 
     # ------------------------------------------------------------------ misc
     def __repr__(self) -> str:

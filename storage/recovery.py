@@ -9,7 +9,14 @@
    and truncated at the first torn/corrupt batch unless the previous shutdown
    was clean (``clean-shutdown`` present). A segment that overlaps its
    predecessor, and the segments after a corrupt non-last one, are dropped;
-3. derives the log end offset and the log start offset (``log-start-offset``).
+3. derives the log end offset and the log start offset (``log-start-offset``);
+4. rebuilds the transactional state (``recover_txn``, see storage/txn.py): the
+   open transactions from the newest valid ``.txnsnapshot`` at or below the
+   log end offset plus a replay of the batch headers after it (the whole log
+   without one), the aborted transactions from the ``.txnindex`` files below
+   the snapshot plus the replay. Index files that do not parse, hold entries
+   outside their segment (a torn tail was cut) or were left by a compaction
+   (``.txnindex`` of a replaced segment) are rewritten to match.
 
 Also home to the small file helpers that log.py and compaction.py share.
 """
@@ -18,12 +25,30 @@ from __future__ import annotations
 
 import logging
 import os
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from protocol.records import HEADER_SIZE
+
 from .config import LogConfig
+from .index import write_file_atomic
 from .segment import LOG_SUFFIX, Segment, parse_segment_name, segment_name
+from .txn import (
+    ENTRY_SIZE,
+    SNAPSHOT_SUFFIX,
+    TXNINDEX_SUFFIX,
+    AbortedTxn,
+    TxnState,
+    decode_entries,
+    decode_snapshot,
+    encode_entries,
+    encode_snapshot,
+    read_bounded,
+    replay,
+    snapshot_name,
+)
 
 # same logger as before the split out of log.py
 log = logging.getLogger("storage.log")
@@ -61,6 +86,8 @@ class Recovered:
     leo: int
     pending_seal: list[Segment]  # rolled segments whose index files must still be written
     dir_dirty: bool  # a segment file was created (the directory needs an fsync)
+    txn: TxnState  # open and aborted transactions
+    txn_dirty: set[int]  # segments whose .txnindex could not be rewritten to match ``txn``
 
 
 def recover(path: Path, config: LogConfig, now_ms: Callable[[], int]) -> Recovered:
@@ -128,7 +155,12 @@ def recover(path: Path, config: LogConfig, now_ms: Callable[[], int]) -> Recover
     log_start = segs[0].base_offset
     if stored_start is not None:
         log_start = max(log_start, min(stored_start, leo))
-    return Recovered(tuple(segs), log_start, leo, pending_seal, dir_dirty)
+    # 4. transactions (nothing to read for a partition that never saw one: no transaction files)
+    if any(n.endswith((TXNINDEX_SUFFIX, SNAPSHOT_SUFFIX)) for n in names):
+        txn, txn_dirty = recover_txn(d, segs, leo, sync=cfg.fsync != "never")
+    else:
+        txn, txn_dirty = TxnState(), set()
+    return Recovered(tuple(segs), log_start, leo, pending_seal, dir_dirty, txn, txn_dirty)
 
 
 def _complete_swap(d: Path, name: str) -> None:
@@ -152,7 +184,7 @@ def _complete_swap(d: Path, name: str) -> None:
 
 
 def _delete_segment_files(d: Path, base: int) -> None:
-    for suffix in (LOG_SUFFIX, ".index", ".timeindex"):
+    for suffix in (LOG_SUFFIX, ".index", ".timeindex", TXNINDEX_SUFFIX):
         _unlink(d / (segment_name(base) + suffix))
 
 
@@ -161,3 +193,142 @@ def _read_log_start(d: Path) -> int | None:
         return int((d / LOG_START_FILE).read_text().strip())
     except (FileNotFoundError, ValueError):
         return None
+
+
+# --------------------------------------------------------------------------- transactions
+
+# the largest snapshot read (a partition with a million open transactions: 16 MB)
+MAX_SNAPSHOT_BYTES = 16 << 20
+
+
+def _txn_files(d: Path) -> tuple[dict[int, str], dict[int, str]]:
+    """(segment base -> .txnindex name, offset -> .txnsnapshot name) in ``d``."""
+    indexes: dict[int, str] = {}
+    snapshots: dict[int, str] = {}
+    for n in os.listdir(d):
+        if n.endswith(TXNINDEX_SUFFIX):
+            b = parse_segment_name(n)
+            if b is not None and n == segment_name(b) + TXNINDEX_SUFFIX:
+                indexes[b] = n
+        elif n.endswith(SNAPSHOT_SUFFIX):
+            b = parse_segment_name(n)
+            if b is not None and n == snapshot_name(b):
+                snapshots[b] = n
+    return indexes, snapshots
+
+
+def load_snapshot(d: Path, names: dict[int, str], lo: int, hi: int, *, remove_bad: bool = True) -> tuple[int, list[tuple[int, int]]] | None:
+    """The newest valid snapshot with an offset in [lo, hi]: (offset, open transactions)."""
+    for off in sorted((o for o in names if lo <= o <= hi), reverse=True):
+        data = read_bounded(d / names[off], MAX_SNAPSHOT_BYTES)
+        got = decode_snapshot(data, off) if data is not None else None
+        if got is not None:
+            return off, got
+        log.warning("recovery: transaction snapshot %s is not valid; ignoring it", d / names[off])
+        if remove_bad:
+            _unlink(d / names[off])
+    return None
+
+
+def recover_txn(d: Path, segs: list[Segment], leo: int, *, sync: bool) -> tuple[TxnState, set[int]]:
+    """The transactional state of the recovered segments ``segs`` (see storage/txn.py), and
+    the segments whose ``.txnindex`` could not be written.
+
+    Also makes the files match it: ``.txnindex`` files rewritten or removed where they
+    differ from what the state says (corrupt, torn, merged after a compaction), stray
+    or stale ``.txnsnapshot`` files removed, and a snapshot at ``leo`` written when the
+    log had to be replayed (so that the next start need not).
+    """
+    indexes, snapshots = _txn_files(d)
+    if not indexes and not snapshots:
+        return TxnState(), set()  # never saw a transactional batch
+    first_base = segs[0].base_offset
+    bases = [s.base_offset for s in segs]
+    # what each segment's own file holds (None: corrupt), and the entries that are in range
+    in_file: dict[int, list[AbortedTxn] | None] = {}
+    usable: list[AbortedTxn] = []
+    bad: list[int] = []  # segment bases whose entries must come from a replay
+    stale: list[str] = []  # files to remove once the segments' own files are right
+    rewrite: set[int] = set()
+    for b, name in sorted(indexes.items()):
+        i = bisect_right(bases, b) - 1
+        if i < 0:
+            stale.append(name)  # below the log: retention got there first
+            continue
+        seg = segs[i]
+        # an entry per marker, and a marker batch holds a header and a record: a bound on the size
+        limit = ENTRY_SIZE * (seg.size // HEADER_SIZE + 1)
+        data = read_bounded(d / name, limit)
+        entries = decode_entries(data) if data is not None else None
+        if b == seg.base_offset:
+            in_file[b] = entries
+        else:
+            stale.append(name)  # a segment compaction merged into ``seg``
+            rewrite.add(seg.base_offset)
+        if entries is None or any(e.last_offset < seg.base_offset for e in entries):
+            log.warning("recovery: transaction index %s is not valid; rebuilding it", d / name)
+            bad.append(seg.base_offset)
+            rewrite.add(seg.base_offset)
+            continue
+        # entries at or past the segment's end: their markers were cut with a torn tail
+        usable.extend(e for e in entries if e.last_offset < seg.next_offset)
+    snap = load_snapshot(d, snapshots, first_base, min([leo, *bad]))
+    start = snap[0] if snap is not None else first_base
+    state = TxnState(snap[1] if snap is not None else (), tracked=True)
+    bad_set = set(bad)
+    for e in sorted(usable, key=lambda e: e.last_offset):
+        if e.last_offset < start and segs[bisect_right(bases, e.last_offset) - 1].base_offset not in bad_set:
+            state.add_aborted(e)
+    replay(state, segs, start)
+    if not state.consistent():
+        log.warning("recovery: transaction indexes of %s disagree with the log; rebuilding them", d)
+        state = TxnState(tracked=True)
+        start = first_base
+        snap = None
+        rewrite.update(bases)
+        replay(state, segs, start)
+    return state, _sync_txn_files(d, segs, state, in_file, indexes, rewrite, stale, snapshots, snap, start, leo, sync)
+
+
+def _sync_txn_files(d, segs, state, in_file, indexes, rewrite, stale, snapshots, snap, start, leo, sync) -> set[int]:
+    """Make the files say what ``state`` says; returns the segment bases whose .txnindex could
+    not be written (the log rewrites them later, and takes no snapshot until it has)."""
+    bases = [s.base_offset for s in segs]
+    failed: set[int] = set()
+    changed = False
+    for i, seg in enumerate(segs):
+        b = seg.base_offset
+        want = state.entries_between(b, bases[i + 1] if i + 1 < len(bases) else None)
+        have = in_file.get(b, [] if b not in indexes else None)
+        if b not in rewrite and have == want:
+            continue
+        try:
+            if want:
+                write_file_atomic(seg.txnindex_path, encode_entries(want), fsync=sync)
+            else:
+                _unlink(seg.txnindex_path)
+        except OSError as exc:
+            log.error("recovery: could not rewrite %s: %s", seg.txnindex_path, exc)
+            failed.add(b)
+        changed = True
+    try:
+        if changed and sync:
+            _fsync_dir(d)
+        for name in stale:
+            _unlink(d / name)
+            changed = True
+        # snapshots: one at each segment base and one at the log end are kept
+        if not failed and (snap is None or start < leo):
+            write_file_atomic(d / snapshot_name(leo), encode_snapshot(leo, state.open_txns()), fsync=sync)
+            snapshots[leo] = snapshot_name(leo)
+            changed = True
+        base_set = set(bases)
+        for off, name in snapshots.items():
+            if off != leo and off not in base_set and (d / name).exists():
+                _unlink(d / name)
+                changed = True
+        if changed and sync:
+            _fsync_dir(d)
+    except OSError as exc:
+        log.warning("recovery: could not tidy the transaction files of %s: %s", d, exc)
+    return failed

@@ -5,11 +5,18 @@ File naming (Kafka style, base offset zero-padded to 20 digits)::
     00000000000000000000.log        record batches, back to back
     00000000000000000000.index      sparse offset index (see storage.index)
     00000000000000000000.timeindex  sparse time index
+    00000000000000000000.txnindex   aborted transactions whose ABORT marker is in this
+                                    segment (storage.txn; only once there is one)
 
 The segment's file descriptor is wrapped in a :class:`FileHandle` that closes
 itself when garbage collected.  Segments dropped by retention or replaced by
 compaction are *not* closed explicitly, so a reader that grabbed the segment
 before the swap keeps a valid descriptor (unlinked files stay readable).
+
+The ``.txnindex`` file of a segment replaced by compaction is left in place
+(``delete_files`` keeps it unless asked): its entries belong to the cleaned
+segment that now covers its offsets, and the log merges them into that
+segment's file (storage/log.py, and storage/recovery.py after a crash).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from collections.abc import Iterator
 from protocol.records import HEADER_SIZE, BatchHeader, iter_records, read_header, scan_valid_prefix
 
 from .index import OffsetIndex, TimeIndex
+from .txn import ENTRY_SIZE, TXNINDEX_SUFFIX
 
 __all__ = ["FileHandle", "Segment", "segment_name", "parse_segment_name", "LOG_SUFFIX"]
 
@@ -163,6 +171,9 @@ class Segment:
         "indexes_saved",
         "min_delete_horizon",
         "deleted",
+        "txn_fh",
+        "txn_size",
+        "txn_flushed",
     )
 
     def __init__(self, directory: Path, base_offset: int, fh: FileHandle, index_bytes: int, index_interval: int) -> None:
@@ -182,6 +193,9 @@ class Segment:
         self.indexes_saved = False
         self.min_delete_horizon: int | None = None
         self.deleted = False
+        self.txn_fh: FileHandle | None = None  # the .txnindex, opened at its first append
+        self.txn_size = 0
+        self.txn_flushed = 0
 
     def __repr__(self) -> str:
         return f"<Segment base={self.base_offset} size={self.size} next={self.next_offset}>"
@@ -203,6 +217,10 @@ class Segment:
     def timeindex_path(self) -> Path:
         return self.dir / (self.name + TIMEINDEX_SUFFIX)
 
+    @property
+    def txnindex_path(self) -> Path:
+        return self.dir / (self.name + TXNINDEX_SUFFIX)
+
     # ------------------------------------------------------------------ creation
     @classmethod
     def create(cls, directory: Path, base_offset: int, index_bytes: int, index_interval: int, *, path: Path | None = None) -> Segment:
@@ -217,7 +235,7 @@ class Segment:
         if path is not None:
             return seg
         # stale index files of a previous segment with the same base must not survive
-        for q in (seg.index_path, seg.timeindex_path):
+        for q in (seg.index_path, seg.timeindex_path, seg.txnindex_path):
             try:
                 q.unlink()
             except FileNotFoundError:
@@ -378,13 +396,48 @@ class Segment:
         self.time_index.save(self.timeindex_path, fsync=fsync)
         self.indexes_saved = True
 
-    def delete_files(self) -> None:
+    def delete_files(self, *, txn_index: bool = False) -> None:
+        """Remove the segment's files; its ``.txnindex`` only with ``txn_index`` (see the module doc)."""
         self.deleted = True
-        for p in (self.log_path, self.index_path, self.timeindex_path):
+        paths = [self.log_path, self.index_path, self.timeindex_path]
+        if txn_index:
+            self.close_txn_index()
+            paths.append(self.txnindex_path)
+        for p in paths:
             try:
                 p.unlink()
             except FileNotFoundError:
                 pass
+
+    # ------------------------------------------------------------------ transaction index
+    def append_txn_entry(self, entry: bytes) -> bool:
+        """Append one ``.txnindex`` entry (opening or creating the file); True if the file is new."""
+        created = False
+        fh = self.txn_fh
+        if fh is None or fh.closed:
+            fd = os.open(self.txnindex_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fh = FileHandle(fd)
+            size = os.fstat(fd).st_size
+            created = size == 0
+            self.txn_size = size - size % ENTRY_SIZE
+            self.txn_flushed = self.txn_size
+            self.txn_fh = fh
+        fh.pwrite_all(entry, self.txn_size)
+        self.txn_size += len(entry)
+        return created
+
+    def sync_txn_index(self) -> None:
+        """fsync the ``.txnindex`` if entries were appended since the last time."""
+        fh = self.txn_fh
+        if fh is not None and self.txn_flushed < self.txn_size:
+            size = self.txn_size
+            fh.fsync()
+            self.txn_flushed = size
+
+    def close_txn_index(self) -> None:
+        fh, self.txn_fh = self.txn_fh, None
+        if fh is not None:
+            fh.close()
 
     # ------------------------------------------------------------------ reading
     def read_header_at(self, pos: int) -> BatchHeader | None:

@@ -13,8 +13,15 @@
 - Fetch sessions (KIP-227) are declined the way the KIP allows: a request for
   a new session gets session id 0, so the client keeps sending full fetches;
   an incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND.
-- No transactions, so the last stable offset is the high watermark and there
-  are never aborted transactions.
+- Isolation (v4+): every answer carries the partition's last stable offset
+  (``PartitionLog.last_stable_offset``: the first offset of its earliest open
+  transaction, or the high watermark). READ_COMMITTED (1) gets only whole
+  batches below it (a fetch at or past it gets none, and no error), and the
+  aborted transactions overlapping the offsets returned, as (producer id,
+  first offset): an empty array when there are none, as Kafka's. The long
+  poll counts only what it may return, so a READ_COMMITTED fetch waits until
+  a transaction ends (a marker's append wakes it). READ_UNCOMMITTED (0) gets
+  everything up to the high watermark and null aborted transactions.
 - v13+ name topics by id; an unknown or zero id is UNKNOWN_TOPIC_ID per
   partition.
 - Records are not copied: what ``PartitionLog.read`` returns (the ``pread``
@@ -30,6 +37,7 @@ import uuid
 
 from protocol.errors import ErrorCode
 from storage.errors import LogClosedError, OffsetOutOfRangeError
+from storage.txn import batches_last_offset
 
 from ..cluster import LEADER_EPOCH
 
@@ -37,6 +45,7 @@ API_KEY = 1
 NAME = "Fetch"
 VERSIONS = (4, 18)
 _ZERO_ID = uuid.UUID(int=0)
+READ_COMMITTED = 1
 
 
 def _ms(value) -> int:
@@ -90,12 +99,21 @@ def _resolve(ctx, req):
     return plan
 
 
-def _read(plan, max_bytes: int):
+def _aborted(plog, offset: int, data) -> list[dict]:
+    """The aborted transactions overlapping [offset, last offset in ``data``], as the answer lists them."""
+    if not data or not plog.has_aborted_after(offset):
+        return []
+    upper = batches_last_offset(data) + 1
+    return [{"producer_id": pid, "first_offset": first} for pid, first in plog.aborted_transactions(offset, upper)]
+
+
+def _read(plan, max_bytes: int, committed: bool = False):
     """Read every partition of the plan, as Kafka's ReplicaManager.readFromLog does.
 
     Each partition gets at most ``min(partition_max_bytes, what is left of
     max_bytes)`` in whole batches; until a partition has returned data the read
-    may overshoot that with one whole batch (KIP-74), after that never.
+    may overshoot that with one whole batch (KIP-74), after that never. With
+    ``committed`` (READ_COMMITTED) reads stop at each partition's last stable offset.
     """
     budget = max(max_bytes, 0)
     total = 0
@@ -111,7 +129,13 @@ def _read(plan, max_bytes: int):
             plog = part.log
             try:
                 limit = max(min(fp.partition_max_bytes, budget), 0)
-                data = plog.read(fp.fetch_offset, limit, min_one=total == 0)
+                lso = plog.last_stable_offset
+                if committed:
+                    data = plog.read(fp.fetch_offset, limit, min_one=total == 0, upto=lso)
+                    aborted = _aborted(plog, fp.fetch_offset, data)
+                else:
+                    data = plog.read(fp.fetch_offset, limit, min_one=total == 0)
+                    aborted = None
                 hw = plog.log_end_offset
                 log_start = plog.log_start_offset
             except OffsetOutOfRangeError:
@@ -131,9 +155,9 @@ def _read(plan, max_bytes: int):
                     "partition_index": fp.partition,
                     "error_code": ErrorCode.none,
                     "high_watermark": hw,
-                    "last_stable_offset": hw,
+                    "last_stable_offset": lso,
                     "log_start_offset": log_start,
-                    "aborted_transactions": None,
+                    "aborted_transactions": aborted,
                     "preferred_read_replica": -1,
                     "records": data,
                 }
@@ -150,8 +174,9 @@ async def handle(ctx, req):
     plan = _resolve(ctx, req)
     deadline = time.monotonic() + _ms(req.max_wait) / 1000
     waiting_on = [part for _, parts in plan for _, part, err in parts if part is not None and err is None]
+    committed = req.isolation_level == READ_COMMITTED
     while True:
-        responses, total, errors = _read(plan, req.max_bytes)
+        responses, total, errors = _read(plan, req.max_bytes, committed)
         # nothing to wait on answers at once, as Kafka's (its purgatory only holds fetches with partitions)
         if total >= req.min_bytes or errors or not waiting_on or ctx.conn.draining:
             break

@@ -5,6 +5,10 @@ the largest timestamp (v7+), -4 earliest local (v8+, same as earliest here:
 no tiered storage), -5 earliest pending upload (v9+: none, so -1). Any other
 value finds the first offset whose timestamp is at or after it. A partition
 whose topic is deleted under the request: UNKNOWN_TOPIC_OR_PARTITION.
+
+With isolation_level READ_COMMITTED (1, v2+), as Kafka's Partition and
+ReplicaManager: latest is the last stable offset, and an offset found by
+timestamp (or -3) at or past it is not answered (offset and timestamp -1).
 """
 
 from protocol.errors import ErrorCode
@@ -17,26 +21,33 @@ NAME = "ListOffsets"
 VERSIONS = (1, 10)
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
+READ_COMMITTED = 1
 
 
-def lookup(part, ts: int) -> tuple[int, int]:
+def lookup(part, ts: int, isolation_level: int = 0) -> tuple[int, int]:
     """(offset, timestamp) for one partition."""
     plog = part.log
+    committed = isolation_level == READ_COMMITTED
     if ts == LATEST:
-        return plog.log_end_offset, -1
+        return (plog.last_stable_offset if committed else plog.log_end_offset), -1
     if ts in (EARLIEST, EARLIEST_LOCAL):
         return plog.log_start_offset, -1
     if ts == EARLIEST_PENDING_UPLOAD:
         return -1, -1
     if ts == MAX_TIMESTAMP:
         found = plog.max_timestamp()
-        return (found[1], found[0]) if found else (-1, -1)
-    found = plog.offset_for_timestamp(ts)
-    return (found[0], found[1]) if found else (-1, -1)
+        offset, timestamp = (found[1], found[0]) if found else (-1, -1)
+    else:
+        found = plog.offset_for_timestamp(ts)
+        offset, timestamp = (found[0], found[1]) if found else (-1, -1)
+    if committed and offset >= plog.last_stable_offset:
+        return -1, -1
+    return offset, timestamp
 
 
 async def handle(ctx, req):
     cluster = ctx.cluster
+    isolation = getattr(req, "isolation_level", 0)
     topics = []
     for lt in req.topics or ():
         topic = cluster.topics.get(lt.name)
@@ -51,7 +62,7 @@ async def handle(ctx, req):
                 parts.append({**base, "error_code": ErrorCode.unknown_leader_epoch})
                 continue
             try:
-                offset, ts = lookup(topic.partitions[lp.partition_index], lp.timestamp)
+                offset, ts = lookup(topic.partitions[lp.partition_index], lp.timestamp, isolation)
             except LogClosedError:
                 parts.append({**base, "error_code": ErrorCode.unknown_topic_or_partition})
                 continue

@@ -77,6 +77,13 @@ class ProducerStateTable:
             entry = self.entries[pid] = ProducerEntry(epoch)
         entry.batches.append(BatchMeta(first_seq, last_seq, first_offset, last_offset, timestamp))
 
+    def end_txn(self, pid: int, epoch: int) -> None:
+        """A COMMIT or ABORT marker of ``pid`` at ``epoch`` was written: a newer epoch fences the
+        older one (its batches get INVALID_PRODUCER_EPOCH), and the producer starts it at sequence 0."""
+        entry = self.entries.get(pid)
+        if entry is None or epoch > entry.epoch:
+            self.entries[pid] = ProducerEntry(epoch)
+
     def rebuild(self, plog, segments: int = 2) -> None:
         """Replay the batch headers of the log's last segments (no record decoding).
 
@@ -89,7 +96,9 @@ class ProducerStateTable:
 
     def _replay(self, headers) -> None:
         for _, h in headers:
-            if h.producer_id >= 0 and h.base_sequence >= 0:
+            if h.is_control and h.producer_id >= 0:
+                self.end_txn(h.producer_id, h.producer_epoch)
+            elif h.producer_id >= 0 and h.base_sequence >= 0:
                 self.update(
                     h.producer_id,
                     h.producer_epoch,

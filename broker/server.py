@@ -66,6 +66,8 @@ from .cluster import Cluster
 from .config import INT_MAX, BrokerConfig, per_ip_overrides
 from . import diagnostics, memory
 from .coordinator.service import GroupCoordinator
+from .txn.service import TransactionCoordinator
+from .txn.shard import TxnConfig
 from .handlers import HANDLERS, PIPELINED, RequestContext, supported_versions
 from .listeners import Listener
 from .logs import get_logger
@@ -114,6 +116,10 @@ class Broker:
             retention_check_interval_ms=config.log_retention_check_interval_ms,
         )
         self.coordinator = GroupCoordinator(self.cluster, config.group_config(), fsync_always=config.fsync == "always")
+        self.transactions = TransactionCoordinator(
+            self.cluster, self.coordinator, TxnConfig(transaction_version=0, offsets_topic_num_partitions=config.group_config().offsets_topic_num_partitions),
+            fsync_always=config.fsync == "always",
+        )
         self.supported = supported_versions()
         self.server: asyncio.AbstractServer | None = None  # the first listener's
         self.listeners: list[Listener] = []
@@ -189,6 +195,7 @@ class Broker:
         self.cluster.load()
         self.cluster.logs.start_background()
         self.coordinator.start()
+        self.transactions.start_if_present()
         await self._bind()
         self._sweep_handle = self.loop.call_later(self.sweep_s, self._sweep)
         if self.metrics is not None:
@@ -207,6 +214,7 @@ class Broker:
         for listener in self.listeners:
             listener.server.close()
         self.listeners = []
+        self.transactions.stop()
         self.coordinator.stop()
         self.cluster.close()
 
@@ -243,7 +251,9 @@ class Broker:
             conn.stop_reading()
             conn.draining = True
             conn.wake()  # a waiting task ends now rather than at the timeout below
-        # coordinator writes are flushed; parked JoinGroup/SyncGroup get NOT_COORDINATOR
+        # coordinator writes are flushed; parked JoinGroup/SyncGroup get NOT_COORDINATOR; transactions
+        # not completed stay PREPARE_* in __transaction_state, and the next start completes them
+        self.transactions.stop()
         self.coordinator.stop()
         # long polls are cut short
         for topic in self.cluster.topics.values():

@@ -45,6 +45,10 @@ _TABLE = (
     ("delete_groups", 42, "DeleteGroups", (0, 2)),
     ("consumer_group_heartbeat", 68, "ConsumerGroupHeartbeat", (0, 1)),
     ("consumer_group_describe", 69, "ConsumerGroupDescribe", (0, 1)),
+    ("add_partitions_to_txn", 24, "AddPartitionsToTxn", (0, 5)),
+    ("add_offsets_to_txn", 25, "AddOffsetsToTxn", (0, 4)),
+    ("end_txn", 26, "EndTxn", (0, 5)),
+    ("txn_offset_commit", 28, "TxnOffsetCommit", (0, 5)),
 )
 _MODULES = tuple(row[0] for row in _TABLE)
 

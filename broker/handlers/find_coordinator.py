@@ -1,7 +1,8 @@
 """FindCoordinator (10), v0-6.
 
-This broker coordinates every group (and would every transaction): the
-answer is always this node, for any key of type GROUP (0) or TRANSACTION (1).
+This broker coordinates every group and every transaction: the answer is
+always this node, for any key of type GROUP (0) or TRANSACTION (1); the first
+TRANSACTION key creates ``__transaction_state``.
 The address is that of the listener the client connected through.
 v4+ batch keys. SHARE keys (2) need v6 and are not served: INVALID_REQUEST.
 """
@@ -22,6 +23,8 @@ def _answer(ctx, key: str, key_type: int) -> dict:
         return {"key": key, "error_code": ErrorCode.invalid_request, "error_message": f"key type {key_type} is not served", "node_id": -1, "host": "", "port": -1}
     if key_type == GROUP and not key and ctx.version < 4:
         return {"key": key, "error_code": ErrorCode.invalid_request, "error_message": "empty group id", "node_id": -1, "host": "", "port": -1}
+    if key_type == TRANSACTION:
+        ctx.broker.transactions.ensure_started()  # __transaction_state is made on first use, as Kafka makes it
     return {"key": key, "error_code": ErrorCode.none, "error_message": None, "node_id": ctx.cluster.node_id, "host": host, "port": port}
 
 

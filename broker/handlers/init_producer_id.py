@@ -3,11 +3,17 @@
 Idempotent producers get a fresh producer id with epoch 0; ids are never
 reused across restarts (they are reserved in blocks in ``meta.json``). A
 producer re-initialising with its id and epoch (KIP-360, v3+) gets the epoch
-bumped. Transactions are not served yet: a transactional id is refused with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED, so the client fails fast and says why.
+bumped. A transactional id goes to the transaction coordinator
+(broker/txn/service.py): its producer id and epoch, the older epoch fenced,
+an open transaction aborted first (CONCURRENT_TRANSACTIONS meanwhile: the
+client retries). PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v4.
 """
 
 from protocol.errors import ErrorCode
+
+from ..txn import fenced_error_for
+from ._groups import ms
+from ._txn import call, transactions
 
 API_KEY = 22
 NAME = "InitProducerId"
@@ -16,11 +22,14 @@ _MAX_EPOCH = 32767
 
 
 async def handle(ctx, req):
-    if req.transactional_id is not None:
-        ctx.log.warning("transactions are not supported", transactional_id=req.transactional_id)
-        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed, "producer_id": -1, "producer_epoch": -1}
     pid = getattr(req, "producer_id", -1)
     epoch = getattr(req, "producer_epoch", -1)
+    if req.transactional_id is not None:
+        answer, error = call(transactions(ctx).init_producer_id, req.transactional_id, ms(req.transaction_timeout), pid, epoch)
+        if error is not None:
+            return {"throttle_time": 0, "error_code": error, "producer_id": -1, "producer_epoch": -1}
+        return {"throttle_time": 0, "error_code": fenced_error_for(API_KEY, ctx.version, answer.error),
+                "producer_id": answer.producer_id, "producer_epoch": answer.producer_epoch}
     if pid >= 0 and 0 <= epoch < _MAX_EPOCH - 1:
         return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": pid, "producer_epoch": epoch + 1}
     pid = ctx.cluster.allocate_producer_id()

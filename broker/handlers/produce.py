@@ -19,6 +19,13 @@ their records looked at, and only for their keys.
 - A compacted topic refuses records without a key: INVALID_RECORD with
   ``record_errors`` and ``error_message`` as Kafka's LogValidator fills them
   (v8+), and nothing of the partition's batches is appended.
+- Transactions (KIP-890's verification, as Kafka's partition leader does it):
+  a transactional batch that would open the producer's transaction on a
+  partition is appended only if the transaction coordinator says the
+  partition was added to the producer's ongoing transaction; otherwise
+  INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11), or NOT_ENOUGH_REPLICAS
+  (retriable) while the coordinator is busy completing it or loading. Batches
+  of more than one producer in one request: INVALID_PRODUCER_ID_MAPPING.
 - v13 names topics by id; an unknown or zero id is UNKNOWN_TOPIC_ID.
 - A partition whose topic is deleted under the request: UNKNOWN_TOPIC_OR_PARTITION.
 """
@@ -47,7 +54,37 @@ def _error(index: int, code: ErrorCode, message: str | None = None, log_start_of
     return {"index": index, "error_code": code, "base_offset": -1, "log_append_time": -1, "log_start_offset": log_start_offset, "error_message": message}
 
 
-def produce_partition(ctx, topic, index: int, records) -> dict:
+# verification errors the client retries without a metadata refresh (Kafka's choice for older clients)
+_RETRY_LATER = {ErrorCode.concurrent_transactions, ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
+                ErrorCode.not_coordinator}
+
+
+def _verify_txn(ctx, transactional_id: str, part, batches, topic: str, index: int) -> ErrorCode | None:
+    """The error for transactional batches the coordinator does not know of, or None to append them."""
+    producers = {(h.producer_id, h.producer_epoch) for h, _ in batches if h.is_transactional and h.producer_id >= 0}
+    if not producers:
+        return None
+    if len(producers) > 1:
+        return ErrorCode.invalid_producer_id_mapping
+    ((pid, epoch),) = producers
+    if part.log.in_transaction(pid):
+        return None  # verified when its transaction began here
+    from ..coordinator.common import CoordinatorError
+
+    try:
+        code = ctx.broker.transactions.verify(transactional_id, pid, epoch, [(topic, index)]).get((topic, index), ErrorCode.none)
+    except CoordinatorError as exc:
+        code = exc.code
+    if code is ErrorCode.none:
+        return None
+    if code in _RETRY_LATER:
+        return ErrorCode.not_enough_replicas
+    if code is ErrorCode.transaction_abortable and ctx.version < 11:
+        return ErrorCode.invalid_txn_state
+    return code
+
+
+def produce_partition(ctx, topic, index: int, records, txn: str | None = None) -> dict:
     if topic is None or not 0 <= index < len(topic.partitions):
         return _error(index, ErrorCode.unknown_topic_or_partition)
     part = topic.partitions[index]
@@ -66,6 +103,10 @@ def produce_partition(ctx, topic, index: int, records) -> dict:
             return _error(index, ErrorCode.invalid_record, f"Produce requests with version 3 and above only accept record batches with magic 2, not {records[_MAGIC_OFFSET]}")
         ctx.log.info("corrupt batch refused", topic=topic.name, partition=index, reason=str(exc))
         return _error(index, ErrorCode.corrupt_message, str(exc))  # Kafka: no log start offset here
+    if txn is not None:
+        refused = _verify_txn(ctx, txn, part, batches, topic.name, index)
+        if refused is not None:
+            return fail(refused)
     try:
         appended = part.append(batches, _CLIENT)
     except AppendError as exc:
@@ -112,7 +153,7 @@ async def handle(ctx, req):
             elif topic is None:
                 parts.append(_error(pd.index, missing))
             else:
-                parts.append(produce_partition(ctx, topic, pd.index, pd.records))
+                parts.append(produce_partition(ctx, topic, pd.index, pd.records, getattr(req, "transactional_id", None)))
         responses.append({"name": name, "topic_id": topic_id or _ZERO_ID, "partition_responses": parts})
     if acks == 0:
         return None

@@ -1,0 +1,50 @@
+"""AddPartitionsToTxn (24), v0-5.
+
+v0-3 are a producer's: one transactional id and its partitions, each answered
+with the same error (KafkaApis answers UNKNOWN_TOPIC_OR_PARTITION for
+partitions the cluster lacks and OPERATION_NOT_ATTEMPTED for the others,
+without asking the coordinator). v4+ are a broker's: several transactions at
+once, each possibly ``verify_only`` (is the partition in the ongoing
+transaction?). PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
+"""
+
+from protocol.errors import ErrorCode
+
+from ..txn import client_version_for_add_partitions, fenced_error_for
+from ._txn import call, transactions, unknown_partitions
+
+API_KEY = 24
+NAME = "AddPartitionsToTxn"
+VERSIONS = (0, 5)
+
+
+def _one(ctx, tid, pid, epoch, topics, verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
+    wanted = [(t.name, list(t.partitions or ())) for t in topics or ()]
+    unknown = unknown_partitions(ctx, wanted)
+    if unknown:
+        return {(name, p): unknown.get((name, p), ErrorCode.operation_not_attempted) for name, parts in wanted for p in parts}
+    partitions = [(name, p) for name, parts in wanted for p in parts]
+    answer, error = call(transactions(ctx).add_partitions, tid, pid, epoch, partitions, verify_only=verify_only,
+                         client_txn_version=client_version_for_add_partitions(ctx.version))
+    if error is not None:
+        return {tp: error for tp in partitions}
+    return {tp: fenced_error_for(API_KEY, ctx.version, code) for tp, code in answer.items()}
+
+
+def _results(codes: dict[tuple[str, int], ErrorCode]) -> list[dict]:
+    by_topic: dict[str, list] = {}
+    for (name, p), code in codes.items():
+        by_topic.setdefault(name, []).append({"partition_index": p, "partition_error_code": code})
+    return [{"name": name, "results_by_partition": parts} for name, parts in by_topic.items()]
+
+
+async def handle(ctx, req):
+    if ctx.version <= 3:
+        codes = _one(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch,
+                     req.v3_and_below_topics, False)
+        return {"throttle_time": 0, "results_by_topic_v3_and_below": _results(codes)}
+    results = []
+    for txn in req.transactions or ():
+        codes = _one(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics, bool(txn.verify_only))
+        results.append({"transactional_id": txn.transactional_id, "topic_results": _results(codes)})
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "results_by_transaction": results}

@@ -86,6 +86,10 @@ class BrokerConfig:
     group_consumer_pending_heartbeat_interval_ms: int = 100
     group_consumer_max_size: int = 2**31 - 1
     group_consumer_migration_policy: str = "bidirectional"
+    transaction_state_log_num_partitions: int = 50
+    transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 604_800_000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     log_defaults: LogConfig = field(default_factory=LogConfig)
 
     # ----------------------------------------------------------------
@@ -125,6 +129,17 @@ class BrokerConfig:
             group_consumer_pending_heartbeat_interval_ms=self.group_consumer_pending_heartbeat_interval_ms,
             group_consumer_max_size=self.group_consumer_max_size,
             group_consumer_migration_policy=self.group_consumer_migration_policy.lower(),
+        )
+
+    def txn_config(self):
+        from .txn.shard import TxnConfig
+
+        return TxnConfig(
+            transaction_max_timeout_ms=self.transaction_max_timeout_ms,
+            transactional_id_expiration_ms=self.transactional_id_expiration_ms,
+            transaction_version=0,  # the transaction.version feature is not finalized: clients use transactions V1
+            offsets_topic_num_partitions=self.offsets_topic_num_partitions,
+            abort_timed_out_transaction_cleanup_interval_ms=self.transaction_abort_timed_out_transaction_cleanup_interval_ms,
         )
 
     def effective_log_defaults(self) -> LogConfig:
@@ -238,6 +253,11 @@ SETTINGS: tuple[Setting, ...] = (
     _s("group_consumer_heartbeat_interval_ms", "int", "KIP-848 heartbeat interval", "group.consumer.heartbeat.interval.ms", minimum=1, maximum=INT_MAX, flag=True),
     _s("group_consumer_pending_heartbeat_interval_ms", "int", "kafkalite's own: the KIP-848 heartbeat interval handed to a member waiting for partitions or revoking some, so a released partition reaches its new owner sooner; the plain interval (or more) turns it off", minimum=1, maximum=INT_MAX, flag=True),
     _s("group_consumer_max_size", "int", "members of a KIP-848 group", "group.consumer.max.size", minimum=1, maximum=INT_MAX, flag=True),
+    # -- transaction coordinator -------------------------------------------------
+    _s("transaction_state_log_num_partitions", "int", "partitions of __transaction_state when it is first created", "transaction.state.log.num.partitions", minimum=1, maximum=INT_MAX),
+    _s("transaction_max_timeout_ms", "int", "largest transaction.timeout.ms a producer may ask for", "transaction.max.timeout.ms", minimum=1, maximum=INT_MAX),
+    _s("transactional_id_expiration_ms", "int", "how long a transactional id without a transaction is kept", "transactional.id.expiration.ms", minimum=1, maximum=INT_MAX),
+    _s("transaction_abort_timed_out_transaction_cleanup_interval_ms", "int", "how often transactions past their timeout are looked for and aborted", "transaction.abort.timed.out.transaction.cleanup.interval.ms", minimum=1, maximum=INT_MAX),
     _s(
         "group_consumer_migration_policy",
         "choice",

@@ -67,7 +67,6 @@ from .config import INT_MAX, BrokerConfig, per_ip_overrides
 from . import diagnostics, memory
 from .coordinator.service import GroupCoordinator
 from .txn.service import TransactionCoordinator
-from .txn.shard import TxnConfig
 from .handlers import HANDLERS, PIPELINED, RequestContext, supported_versions
 from .listeners import Listener
 from .logs import get_logger
@@ -117,7 +116,7 @@ class Broker:
         )
         self.coordinator = GroupCoordinator(self.cluster, config.group_config(), fsync_always=config.fsync == "always")
         self.transactions = TransactionCoordinator(
-            self.cluster, self.coordinator, TxnConfig(transaction_version=0, offsets_topic_num_partitions=config.group_config().offsets_topic_num_partitions),
+            self.cluster, self.coordinator, config.txn_config(), num_partitions=config.transaction_state_log_num_partitions,
             fsync_always=config.fsync == "always",
         )
         self.supported = supported_versions()

@@ -1,0 +1,193 @@
+"""Transactions with a real client (confluent-kafka), against kafkalite and, as a
+cross-check, Apache Kafka 4.1 (``group_broker``; the ``kafka`` cases carry the
+``reference`` marker).
+
+Committed transactions are read by READ_COMMITTED consumers, aborted ones are
+not (READ_UNCOMMITTED sees both), a second producer with the same
+transactional id fences the first, offsets sent to a transaction count only
+when it commits, and a broker killed with -9 in the middle of a transaction
+comes back with the committed ones whole and the open one never shown to
+READ_COMMITTED consumers. No test sleeps for a result: they poll until the
+expected data arrives, within a deadline.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+QUIET = {"log_level": 3}
+
+
+def new_topic(bootstrap: str, partitions: int = 2) -> str:
+    name = "txn-" + uuid.uuid4().hex[:10]
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})  # kept alive until the answer: its futures die with it
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    return name
+
+
+def producer(bootstrap: str, tid: str, **extra) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 60_000, **QUIET, **extra})
+    p.init_transactions(30)
+    return p
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, expect: int, timeout: float = 30.0) -> list[bytes]:
+    """Every value of the topic as a consumer with ``isolation`` sees it, once ``expect`` arrived
+    and the end of every partition was reached (or the deadline passed)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "r-" + uuid.uuid4().hex[:8], "isolation.level": isolation,
+                  "enable.partition.eof": True, "enable.auto.commit": False, **QUIET})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: list[bytes] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(m.partition())
+                    if len(got) >= expect and len(at_end) == partitions:
+                        break
+                continue
+            at_end.discard(m.partition())
+            got.append(m.value())
+    finally:
+        c.close()
+    return got
+
+
+def test_committed_transactions_are_read_and_aborted_ones_are_not(group_broker):
+    bootstrap = group_broker.bootstrap
+    topic = new_topic(bootstrap)
+    p = producer(bootstrap, "tx-" + uuid.uuid4().hex[:8])
+    for i in range(6):
+        p.begin_transaction()
+        for j in range(4):
+            p.produce(topic, value=b"t%d-%d" % (i, j), partition=j % 2)
+        p.flush(30)  # on the broker before the end: an abort must hide written data, not data never sent
+        if i % 3 == 1:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+    committed = sorted(b"t%d-%d" % (i, j) for i in range(6) if i % 3 != 1 for j in range(4))
+    assert sorted(read_all(bootstrap, topic, 2, "read_committed", len(committed))) == committed
+    everything = read_all(bootstrap, topic, 2, "read_uncommitted", 24)
+    assert len(everything) == 24 and set(committed) <= set(everything)
+
+
+def test_an_open_transaction_holds_read_committed_consumers_back_until_it_commits(group_broker):
+    bootstrap = group_broker.bootstrap
+    topic = new_topic(bootstrap, 1)
+    plain = Producer({"bootstrap.servers": bootstrap, **QUIET})
+    plain.produce(topic, value=b"before", partition=0)
+    plain.flush(30)
+    p = producer(bootstrap, "tx-" + uuid.uuid4().hex[:8])
+    p.begin_transaction()
+    p.produce(topic, value=b"inside", partition=0)
+    p.flush(30)
+    plain.produce(topic, value=b"after", partition=0)  # past the open transaction: not stable yet
+    plain.flush(30)
+    assert read_all(bootstrap, topic, 1, "read_committed", 1, timeout=5) == [b"before"]
+    assert read_all(bootstrap, topic, 1, "read_uncommitted", 3) == [b"before", b"inside", b"after"]
+    p.commit_transaction(30)
+    assert read_all(bootstrap, topic, 1, "read_committed", 3) == [b"before", b"inside", b"after"]
+
+
+def test_a_second_producer_with_the_same_transactional_id_fences_the_first(group_broker):
+    bootstrap = group_broker.bootstrap
+    topic = new_topic(bootstrap, 1)
+    tid = "tx-" + uuid.uuid4().hex[:8]
+    first = producer(bootstrap, tid)
+    first.begin_transaction()
+    first.produce(topic, value=b"zombie", partition=0)
+    first.flush(30)
+    second = producer(bootstrap, tid)  # aborts the first one's open transaction, bumps the epoch
+    second.begin_transaction()
+    second.produce(topic, value=b"live", partition=0)
+    second.commit_transaction(30)
+    with pytest.raises(KafkaException) as err:
+        first.produce(topic, value=b"late", partition=0)
+        first.commit_transaction(30)
+    assert err.value.args[0].fatal() or err.value.args[0].code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+    assert read_all(bootstrap, topic, 1, "read_committed", 1) == [b"live"]
+
+
+def test_offsets_sent_to_a_transaction_count_only_when_it_commits(group_broker):
+    bootstrap = group_broker.bootstrap
+    topic = new_topic(bootstrap, 1)
+    group = "ctp-" + uuid.uuid4().hex[:8]
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False, **QUIET})
+    meta = c.consumer_group_metadata()
+    p = producer(bootstrap, "tx-" + uuid.uuid4().hex[:8])
+    p.begin_transaction()
+    p.produce(topic, value=b"x", partition=0)
+    p.send_offsets_to_transaction([TopicPartition(topic, 0, 5)], meta, 30)
+    p.abort_transaction(30)
+    assert c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset < 0
+    p.begin_transaction()
+    p.produce(topic, value=b"y", partition=0)
+    p.send_offsets_to_transaction([TopicPartition(topic, 0, 7)], meta, 30)
+    p.commit_transaction(30)
+    deadline = time.monotonic() + 30
+    while c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset != 7:  # the marker reaches the group coordinator after the answer
+        assert time.monotonic() < deadline, "the transaction's offset never became the group's"
+    c.close()
+
+
+def test_kill_9_in_the_middle_of_a_transaction_keeps_committed_ones_and_hides_the_open_one(group_broker):
+    if getattr(group_broker, "kind", "") == "kafka":
+        pytest.skip("kill -9 of the shared reference broker would cost every later test a restart")
+    bootstrap = group_broker.bootstrap
+    topic = new_topic(bootstrap, 2)
+    tid = "tx-" + uuid.uuid4().hex[:8]
+    p = producer(bootstrap, tid)
+    for i in range(3):
+        p.begin_transaction()
+        for j in range(4):
+            p.produce(topic, value=b"c%d-%d" % (i, j), partition=j % 2)
+        p.commit_transaction(30)
+    p.begin_transaction()
+    for j in range(4):
+        p.produce(topic, value=b"open-%d" % j, partition=j % 2)
+    p.flush(30)
+    del p
+    group_broker.kill()
+    group_broker.start()
+    committed = sorted(b"c%d-%d" % (i, j) for i in range(3) for j in range(4))
+    assert sorted(read_all(bootstrap, topic, 2, "read_committed", len(committed), timeout=10)) == committed
+    # the same transactional id comes back: the open transaction is aborted, the new one commits
+    p2 = producer(group_broker.bootstrap, tid)
+    p2.begin_transaction()
+    p2.produce(topic, value=b"after", partition=0)
+    p2.commit_transaction(30)
+    got = read_all(group_broker.bootstrap, topic, 2, "read_committed", len(committed) + 1)
+    assert sorted(got) == sorted([*committed, b"after"])
+
+
+def test_a_transaction_past_its_timeout_is_aborted_and_stops_holding_consumers_back(tmp_path):
+    from tests.broker_process import BrokerProcess
+
+    b = BrokerProcess(tmp_path / "data", "--set", "transaction.abort.timed.out.transaction.cleanup.interval.ms=100").start()
+    try:
+        topic = new_topic(b.bootstrap, 1)
+        stuck = producer(b.bootstrap, "tx-" + uuid.uuid4().hex[:8], **{"transaction.timeout.ms": 1000})
+        stuck.begin_transaction()
+        stuck.produce(topic, value=b"never", partition=0)
+        stuck.flush(30)
+        plain = Producer({"bootstrap.servers": b.bootstrap, **QUIET})
+        plain.produce(topic, value=b"later", partition=0)
+        plain.flush(30)
+        # held back by the open transaction until the coordinator aborts it, then the rest is stable
+        assert read_all(b.bootstrap, topic, 1, "read_committed", 1, timeout=30) == [b"later"]
+        with pytest.raises(KafkaException):
+            stuck.commit_transaction(30)
+        b.check_handler_errors()
+    finally:
+        b.stop()

@@ -191,3 +191,44 @@ def test_a_transaction_past_its_timeout_is_aborted_and_stops_holding_consumers_b
         b.check_handler_errors()
     finally:
         b.stop()
+
+
+async def test_produce_refuses_a_transactional_batch_the_coordinator_does_not_know_of():
+    """KIP-890 part 1: a transactional id the coordinator never saw, or a partition never added
+    to the transaction, gets an error and nothing is appended; an added one is appended."""
+    from broker.testing import Broker
+    from protocol.errors import ErrorCode
+    from protocol.records import Record, build_batch
+    from tests.integration.test_backpressure import Client
+
+    async with Broker() as broker:
+        await broker.create_topic("v", 2)
+        client = await Client.open(broker.port)
+
+        def batch(pid: int, seq: int = 0) -> bytes:
+            return build_batch([Record(0, int(time.time() * 1000), b"k", b"v", [])], producer_id=pid, producer_epoch=0, base_sequence=seq,
+                               is_transactional=True)
+
+        async def produce(tid, pid, partition, seq=0):
+            body = {"transactional_id": tid, "acks": -1, "timeout": 5000,
+                    "topic_data": [{"name": "v", "partition_data": [{"index": partition, "records": batch(pid, seq)}]}]}
+            return (await client.request(0, 11, body)).responses[0].partition_responses[0].error_code
+
+        assert await produce("nobody", 77, 0) != ErrorCode.none  # loading or unknown: refused either way
+        init = {"transactional_id": "known", "transaction_timeout": 60_000, "producer_id": -1, "producer_epoch": -1}
+        answer = await client.request(22, 4, init)
+        while answer.error_code == ErrorCode.coordinator_load_in_progress:
+            answer = await client.request(22, 4, init)
+        assert answer.error_code == ErrorCode.none
+        pid, epoch = answer.producer_id, answer.producer_epoch
+        assert await produce("nobody", 77, 0) == ErrorCode.invalid_producer_id_mapping  # an unknown transactional id
+        add = {"v3_and_below_transactional_id": "known", "v3_and_below_producer_id": pid, "v3_and_below_producer_epoch": epoch,
+               "v3_and_below_topics": [{"name": "v", "partitions": [0]}]}
+        result = await client.request(24, 3, add)
+        assert result.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == ErrorCode.none
+        before = broker.cluster.partition("v", 1).log.log_end_offset
+        assert await produce("known", pid, 1) == ErrorCode.transaction_abortable  # partition 1 was never added
+        assert broker.cluster.partition("v", 1).log.log_end_offset == before
+        assert await produce("known", pid, 0) == ErrorCode.none
+        assert broker.cluster.partition("v", 0).log.in_transaction(pid)
+        client.close()

@@ -79,6 +79,8 @@ def _verify_txn(ctx, transactional_id: str, part, batches, topic: str, index: in
         return None
     if code in _RETRY_LATER:
         return ErrorCode.not_enough_replicas
+    if code is ErrorCode.producer_fenced:  # as Kafka's verification answers a produce
+        return ErrorCode.invalid_producer_epoch
     if code is ErrorCode.transaction_abortable and ctx.version < 11:
         return ErrorCode.invalid_txn_state
     return code

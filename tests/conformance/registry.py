@@ -32,6 +32,7 @@ AREAS = {
     "commit": "OffsetCommit validation matrix",
     "fetch": "OffsetFetch edge cases",
     "admin": "Describe / List / Delete / OffsetDelete / FindCoordinator",
+    "txn": "Transactions: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, read_committed",
     "kip848": "KIP-848 ConsumerGroupHeartbeat / ConsumerGroupDescribe",
     "data": "Produce / Fetch / ListOffsets / versions / unknown topics",
 }
@@ -50,7 +51,7 @@ def scenario(area: str):
 
 
 def load_all() -> dict[str, Scenario]:
-    from .scenarios import admin, classic, commit, data, fetch, kip848, static  # noqa: F401 - registration
+    from .scenarios import admin, classic, commit, data, fetch, kip848, static, txn  # noqa: F401 - registration
 
     return SCENARIOS
 

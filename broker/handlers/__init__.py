@@ -49,6 +49,9 @@ _TABLE = (
     ("add_offsets_to_txn", 25, "AddOffsetsToTxn", (0, 4)),
     ("end_txn", 26, "EndTxn", (0, 5)),
     ("txn_offset_commit", 28, "TxnOffsetCommit", (0, 5)),
+    ("describe_producers", 61, "DescribeProducers", (0, 0)),
+    ("describe_transactions", 65, "DescribeTransactions", (0, 0)),
+    ("list_transactions", 66, "ListTransactions", (0, 2)),
 )
 _MODULES = tuple(row[0] for row in _TABLE)
 

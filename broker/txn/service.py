@@ -247,19 +247,25 @@ class TransactionCoordinator:
         return self.add_partitions(transactional_id, producer_id, producer_epoch, partitions, verify_only=True)
 
     def describe(self, transactional_ids: list[str]) -> list:
-        self.ensure_started()
+        """DescribeTransactions: a TxnDescription per id (reads only; nothing is created)."""
+        from .shard import TxnDescription
+
         out = []
         for tid in transactional_ids:
-            rt = self.runtimes[partition_for(tid, len(self.runtimes))] if tid else self.runtimes[0]
+            if not self.runtimes:
+                out.append(TxnDescription(tid, ErrorCode.coordinator_not_available))
+                continue
+            rt = self.runtimes[partition_for(tid, len(self.runtimes))]
             if rt.state != ACTIVE:
-                out.append((tid, ErrorCode.coordinator_load_in_progress if rt.state == LOADING else ErrorCode.not_coordinator))
+                out.append(TxnDescription(tid, ErrorCode.coordinator_load_in_progress if rt.state == LOADING else ErrorCode.not_coordinator))
                 continue
             out += rt.shard.describe([tid])
         return out
 
-    def list_transactions(self, states: list[str], producer_ids: list[int], duration_ms: int = -1):
-        self.ensure_started()
-        return [rt.shard.list_transactions(states, producer_ids, duration_ms, now=_now_ms()) for rt in self.runtimes if rt.state == ACTIVE]
+    def list_transactions(self, states: list[str], producer_ids: list[int], duration_ms: int = -1, pattern: str | None = None) -> list:
+        """ListTransactions: each loaded partition's TxnListing (none before any transaction)."""
+        now = _now_ms()
+        return [rt.shard.list_transactions(states, producer_ids, duration_ms, pattern, now=now) for rt in self.runtimes if rt.state == ACTIVE]
 
     # ================================================================ markers
     async def write_marker(self, marker: Marker) -> None:

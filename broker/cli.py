@@ -17,7 +17,7 @@ from .config import BrokerConfig, load_config
 
 # broker.admin.cli.COMMANDS, named here so that ``serve`` need not import the admin tool
 # (tests/unit/test_startup_imports.py checks that the two agree)
-ADMIN_COMMANDS = ("topics", "groups", "health")
+ADMIN_COMMANDS = ("topics", "groups", "transactions", "health")
 
 
 def _parser(admin: bool = True) -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""The admin subcommands of ``kafkalite``: ``topics``, ``groups`` and ``health``.
+"""The admin subcommands of ``kafkalite``: ``topics``, ``groups``, ``transactions`` and ``health``.
 
 ``register(subparsers)`` adds them to the main parser; ``run(args)`` executes
 the parsed command. Tables go to stdout for people, ``--json`` prints the same
@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-COMMANDS = ("topics", "groups", "health")
+COMMANDS = ("topics", "groups", "transactions", "health")
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
@@ -92,6 +92,14 @@ def register(sub) -> None:
     x.add_argument("group", metavar="GROUP")
     x.add_argument("--limit", type=int, metavar="N", help="only the last N events")
     x.add_argument("--event", action="append", metavar="NAME", help='only events of this kind, e.g. "rebalance completed"; repeatable')
+
+    # ---------------------------------------------------------------- transactions
+    tx = sub.add_parser("transactions", help="transactions: list, describe (any Kafka broker)")
+    txs = tx.add_subparsers(dest="action", required=True, metavar="{list,describe}")
+    x = txs.add_parser("list", parents=[common], help="every transactional id of every broker, with its producer id and state")
+    x.add_argument("--state", action="append", metavar="STATE", help="only transactions in this state (Ongoing, CompleteCommit, ...); repeatable")
+    x = txs.add_parser("describe", parents=[common], help="a transaction's state, producer, timeout, start time and partitions")
+    x.add_argument("transactional_id", metavar="TRANSACTIONAL_ID")
 
     # ---------------------------------------------------------------- health
     h = sub.add_parser("health", parents=[_common(timeout=5.0)], help="exit 0 if a broker answers ApiVersions, 1 otherwise")
@@ -366,6 +374,26 @@ def _health(args) -> int:
     return 1
 
 
+def _transactions(client, args) -> int:
+    from . import ops
+
+    if args.action == "list":
+        rows = ops.list_transactions(client, args.state)
+        if args.json:
+            _emit_json(rows)
+        else:
+            table(["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE"], [[r["transactional_id"], r["producer_id"], r["state"]] for r in rows])
+        return 0
+    d = ops.describe_transaction(client, args.transactional_id)
+    if args.json:
+        _emit_json(d)
+    else:
+        table(["TRANSACTIONAL-ID", "STATE", "PRODUCER-ID", "EPOCH", "TIMEOUT-MS", "START", "PARTITIONS"],
+              [[d["transactional_id"], d["state"], d["producer_id"], d["producer_epoch"], d["timeout_ms"], _time(d["start_time"]),
+                _partitions(d["partitions"])]])
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute a parsed ``topics``, ``groups`` or ``health`` command; returns the exit status."""
     from protocol.codec import DecodeError
@@ -376,7 +404,7 @@ def run(args: argparse.Namespace) -> int:
         if args.command == "health":
             return _health(args)
         with AdminClient(args.bootstrap, timeout=args.timeout) as client:
-            return (_topics if args.command == "topics" else _groups)(client, args)
+            return {"topics": _topics, "transactions": _transactions}.get(args.command, _groups)(client, args)
     except AdminError as exc:
         print(f"kafkalite: {exc}", file=sys.stderr)
         return 1

@@ -60,6 +60,8 @@ CLIENT_RANGES: dict[int, tuple[int, int]] = {
     DELETE_GROUPS: (0, 2),
     FETCH: (4, 12),  # 13+ name topics by id only
     DESCRIBE_CONFIGS: (1, 4),
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 1),  # ListTransactions (v2 adds a pattern this tool does not send)
 }
 
 # errors after which the coordinator is looked up again

@@ -556,3 +556,44 @@ def group_history(client: AdminClient, group: str, limit: int | None = None, eve
             continue
         out.append({"offset": offset, "timestamp": timestamp, **event})
     return out[-limit:] if limit else out
+
+
+# ==================================================================== transactions
+DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
+
+
+def list_transactions(client: AdminClient, states: list[str] | None = None) -> list[dict]:
+    """ListTransactions at every broker (each lists the transactions it coordinates)."""
+    out: dict[str, dict] = {}
+    for conn in client.all_nodes():
+
+        def body(v: int) -> dict:
+            return {"state_filters": states or [], "producer_id_filters": [], "duration_filter": -1, "transactional_id_pattern": None}
+
+        _, resp = conn.request(LIST_TRANSACTIONS, body)
+        check(resp.error_code, "ListTransactions")
+        for t in resp.transaction_states:
+            out[t.transactional_id] = {"transactional_id": t.transactional_id, "producer_id": t.producer_id, "state": t.transaction_state}
+    return sorted(out.values(), key=lambda r: r["transactional_id"])
+
+
+def describe_transaction(client: AdminClient, transactional_id: str) -> dict:
+    """DescribeTransactions for one id, asked of every broker until its coordinator answers."""
+    last = None
+    for conn in client.all_nodes():
+        _, resp = conn.request(DESCRIBE_TRANSACTIONS, lambda v: {"transactional_ids": [transactional_id]})
+        state = resp.transaction_states[0]
+        last = state
+        if error_code(state.error_code) != ErrorCode.not_coordinator:
+            break
+    check(last.error_code, f"DescribeTransactions {transactional_id}")
+    start = last.transaction_start_time
+    return {
+        "transactional_id": last.transactional_id,
+        "state": last.transaction_state,
+        "producer_id": last.producer_id,
+        "producer_epoch": last.producer_epoch,
+        "timeout_ms": int(last.transaction_timeout.total_seconds() * 1000) if hasattr(last.transaction_timeout, "total_seconds") else last.transaction_timeout,
+        "start_time": start.timestamp() if hasattr(start, "timestamp") and start.timestamp() > 0 else None,
+        "partitions": [[t.topic, p] for t in last.topics for p in sorted(t.partitions)],
+    }

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -382,3 +383,28 @@ def test_examples_make_a_group_the_cli_reports(kb, tmp_path):
     assert "assigned: cli-example-orders-0, cli-example-orders-1" in consumed.stdout
     lag = run_json(kb, "groups", "lag", "cli-example")
     assert lag["total_lag"] == 0 and sum(r["current_offset"] for r in lag["partitions"]) == 60
+
+
+def test_transactions_list_and_describe(kb):
+    """An open transaction, then a committed one, as `kafkalite transactions` shows them (and on Kafka 4.1)."""
+    from confluent_kafka import Producer
+
+    topic = f"tx-cli-{uuid.uuid4().hex[:6]}"
+    assert run(kb, "topics", "create", topic, "--partitions", "2")[0] == 0
+    tid = f"cli-{uuid.uuid4().hex[:8]}"
+    p = Producer({"bootstrap.servers": kb.bootstrap, "transactional.id": tid, "log_level": 3})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"x", partition=1)
+    p.flush(30)
+    d = run_json(kb, "transactions", "describe", tid)
+    assert d["state"] == "Ongoing" and d["partitions"] == [[topic, 1]] and d["timeout_ms"] == 60_000 and d["start_time"] is not None
+    listed = run_json(kb, "transactions", "list", "--state", "Ongoing")
+    assert {"transactional_id": tid, "producer_id": d["producer_id"], "state": "Ongoing"} in listed
+    p.commit_transaction(30)
+    wait_until(lambda: run_json(kb, "transactions", "describe", tid)["state"] == "CompleteCommit", "the commit to complete")
+    assert tid not in {r["transactional_id"] for r in run_json(kb, "transactions", "list", "--state", "Ongoing")}
+    code, out, _ = run(kb, "transactions", "describe", tid)
+    assert code == 0 and "CompleteCommit" in out and tid in out
+    code, _, err = run(kb, "transactions", "describe", "no-such-" + tid)
+    assert code == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in err.upper()

@@ -382,8 +382,18 @@ class GroupShard:
         """Write a transaction's COMMIT or ABORT marker to this partition (the transaction
         coordinator's WriteTxnMarkers); the offsets it commits reach reads once it is durable."""
         self._save_txn(self._op)
+        pending = {group: len(tps) for group, tps in (self.offsets.pending_of(producer_id) or {}).items() if tps}
         applied = self.replay_marker(producer_id, commit)
         offsets = self.offsets
+        counts: dict[str, int] = {}
+        for key, _ in applied:
+            counts[key.group] = counts.get(key.group, 0) + 1
+        for group, n in pending.items():  # what `groups history` shows of the transaction
+            if commit:
+                self.event("transactional offsets committed", group, producer_id=producer_id, producer_epoch=producer_epoch, partitions=counts.get(group, 0),
+                           outdated=n - counts.get(group, 0))
+            else:
+                self.event("transactional offsets aborted", group, producer_id=producer_id, producer_epoch=producer_epoch, partitions=n)
 
         def show() -> None:
             for key, value in applied:

@@ -251,3 +251,19 @@ def test_retention_spares_offsets_with_a_transaction_pending():
     marker(s, True)
     assert latest(s, "g") == {("t", 0): 10}
     loop.close()
+
+
+def test_the_end_of_a_transaction_is_a_group_event():
+    loop = asyncio.new_event_loop()
+    s = shard(loop)
+    txn_commit(s, "g", 10, 20)
+    plain_commit(s, "g", 1)  # outdates partition 0 of the transaction
+    committed = marker(s, True)
+    assert [(e.event, e.group, e.fields["partitions"], e.fields["outdated"]) for e in committed.events] == [
+        ("transactional offsets committed", "g", 1, 1)]
+    txn_commit(s, "h", 5, pid=9)
+    aborted = marker(s, False, pid=9)
+    assert [(e.event, e.group, e.fields["partitions"], e.fields["producer_id"]) for e in aborted.events] == [
+        ("transactional offsets aborted", "h", 1, 9)]
+    assert marker(s, True, pid=12345).events == []  # a producer with nothing pending here
+    loop.close()

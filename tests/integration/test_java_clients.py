@@ -296,3 +296,26 @@ def test_java_admin_describe_list_alter_delete(broker):
     d = admin(broker, "describe-groups", group)["groups"][group]
     assert d.get("error") == "GroupIdNotFoundException" or (d.get("state") == "Dead" and not d["members"]), d
 
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_java_consume_transform_produce_with_send_offsets_to_transaction(broker, protocol):
+    """The Java client's exactly-once loop: read_committed input, output and the group's offsets in one
+    transaction (sendOffsetsToTransaction with the consumer's group metadata), every third one aborted."""
+    source, sink, group = unique("eos-in"), unique("eos-out"), unique("eos-group")
+    create_topic(broker, source, 2)
+    create_topic(broker, sink, 2)
+    produce(broker, source, 60, 2, prefix="in")
+    events = java_harness.run_java("transform", broker.bootstrap, "--input", source, "--output", sink, "--group", group, "--protocol", protocol,
+                                   "--transactional-id", unique("eos-tx"), "--count", 60, "--abort-every", 3, "--max-poll-records", 7,
+                                   timeout=180)
+    done = [e for e in events if e["event"] == "done"]
+    assert done and done[0]["committed"] == 60 and done[0]["aborted"] >= 1, events[-5:]
+    out = consumer(broker, sink, unique("eos-check"), "classic", "--max-records", 60, "--isolation-level", "read_committed")
+    try:
+        assert out.wait(WAIT_S) == 0, out.describe()
+    finally:
+        out.kill()
+    got = sorted(v for _, _, _, v in records(out))
+    assert got == sorted(f"IN-{i}" for i in range(60))
+    assert group_offsets(broker, group, source) == {0: 30, 1: 30}

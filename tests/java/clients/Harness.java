@@ -239,6 +239,7 @@ public final class Harness {
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.CLIENT_ID_CONFIG, a.get("client-id", "harness-" + ProcessHandle.current().pid()));
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, a.get("isolation-level", "read_uncommitted"));
         if (a.options.containsKey("instance-id")) {
             p.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, a.get("instance-id"));
         }
@@ -459,6 +460,80 @@ public final class Harness {
         }
     }
 
+    // -- consume, transform, produce in transactions ------------------------------------
+
+    /**
+     * Reads ``--input`` with a read_committed consumer of ``--group`` (the ``--protocol``),
+     * writes each value upper-cased to ``--output`` in a transaction with the consumer's
+     * offsets (sendOffsetsToTransaction with its group metadata), aborting every
+     * ``--abort-every``-th transaction (then seeking back to the committed offsets, so those
+     * records are processed again), until ``--count`` input records were committed; at most
+     * ``--max-poll-records`` records a transaction.
+     */
+    static void transform(Args a) throws Exception {
+        Properties c = new Properties();
+        c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, a.get("bootstrap"));
+        c.put(ConsumerConfig.GROUP_ID_CONFIG, a.get("group"));
+        c.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, a.get("protocol", "classic"));
+        c.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        c.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        c.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, a.get("max-poll-records", "500"));
+        c.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        c.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, a.get("bootstrap"));
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, a.get("transactional-id"));
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        String input = a.get("input");
+        String output = a.get("output");
+        long count = Long.parseLong(a.get("count"));
+        int abortEvery = Integer.parseInt(a.get("abort-every", "0"));
+        long done = 0;
+        int txns = 0;
+        int aborted = 0;
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c); KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            producer.initTransactions();
+            consumer.subscribe(List.of(input));
+            long deadline = System.currentTimeMillis() + 120_000;
+            while (done < count && System.currentTimeMillis() < deadline) {
+                var records = consumer.poll(Duration.ofMillis(200));
+                if (records.isEmpty()) {
+                    continue;
+                }
+                producer.beginTransaction();
+                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                for (ConsumerRecord<String, String> r : records) {
+                    producer.send(new ProducerRecord<>(output, r.key(), r.value().toUpperCase()));
+                    offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                }
+                producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+                txns++;
+                if (abortEvery > 0 && txns % abortEvery == 0) {
+                    producer.flush();
+                    producer.abortTransaction();
+                    aborted++;
+                    Map<TopicPartition, OffsetAndMetadata> committed = consumer.committed(consumer.assignment());
+                    for (TopicPartition tp : consumer.assignment()) {
+                        OffsetAndMetadata at = committed.get(tp);
+                        if (at == null) {
+                            consumer.seekToBeginning(List.of(tp));
+                        } else {
+                            consumer.seek(tp, at.offset());
+                        }
+                    }
+                    emit("aborted", "records", records.count());
+                } else {
+                    producer.commitTransaction();
+                    done += records.count();
+                    emit("committed", "records", records.count(), "total", done);
+                }
+            }
+        }
+        emit("done", "committed", done, "transactions", txns, "aborted", aborted);
+    }
+
     public static void main(String[] argv) throws Exception {
         if (argv.length == 0) {
             System.err.println("usage: Harness produce|consume|admin --bootstrap HOST:PORT ...");
@@ -469,6 +544,7 @@ public final class Harness {
             case "produce": produce(a); break;
             case "consume": consume(a); break;
             case "admin": admin(a); break;
+            case "transform": transform(a); break;
             default:
                 System.err.println("unknown mode " + argv[0]);
                 System.exit(2);

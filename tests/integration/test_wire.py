@@ -3,6 +3,8 @@ fetch sessions, offset lookups, size limits."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from protocol.errors import ErrorCode
@@ -85,9 +87,17 @@ def test_duplicate_detected_after_restart(broker):
     c.close()
 
 
-def test_transactional_id_is_refused_clearly(raw):
-    resp = raw.request(22, 4, {"transactional_id": "txn-1", "transaction_timeout": 60000, "producer_id": -1, "producer_epoch": -1})
-    assert resp.error_code == ErrorCode.transactional_id_authorization_failed
+def test_a_transactional_id_gets_a_producer_id_once_the_coordinator_has_loaded(raw):
+    """The first transactional request makes __transaction_state; until its partitions are loaded the
+    answer is the retriable COORDINATOR_LOAD_IN_PROGRESS, then a producer id at epoch 0, then epoch 1."""
+    body = {"transactional_id": "txn-1", "transaction_timeout": 60000, "producer_id": -1, "producer_epoch": -1}
+    deadline = time.monotonic() + 30
+    resp = raw.request(22, 4, body)
+    while resp.error_code == ErrorCode.coordinator_load_in_progress and time.monotonic() < deadline:
+        resp = raw.request(22, 4, body)
+    assert resp.error_code == ErrorCode.none and resp.producer_id >= 0 and resp.producer_epoch == 0
+    again = raw.request(22, 4, body)
+    assert again.error_code == ErrorCode.none and again.producer_id == resp.producer_id and again.producer_epoch == 1
 
 
 def test_fetch_sessions_are_declined(raw):

@@ -45,6 +45,7 @@ LOADING, ACTIVE, FAILED = "loading", "active", "failed"
 _LOAD_CHUNK = 5 * 1024 * 1024
 _MARKER_RETRY_S = 0.02  # a marker the group coordinator could not take yet (its shard loading) is tried again
 _MARKER_ATTEMPTS = 500
+_RETRY_MAX_S = 5.0  # the longest wait between two tries of a transaction's markers
 
 
 def _now_ms() -> int:
@@ -117,13 +118,10 @@ class TxnRuntime:
         if self.owner.fsync_always:
             self.partition.log.flush()
 
-    def _complete_later(self, completion: Completion) -> None:
-        task = asyncio.get_running_loop().create_task(self._complete(completion))
-        self.completing.add(task)
-        task.add_done_callback(self.completing.discard)
-
-    async def _complete(self, completion: Completion) -> None:
-        """Write the transaction's markers, then its COMPLETE_* record."""
+    async def _complete(self, completion: Completion, attempt: int = 0) -> None:
+        """Write the transaction's markers, then its COMPLETE_* record; on a failure (a partition's
+        append, a group coordinator reloading) try it all again a little later, as Kafka's marker
+        channel retries: a marker written twice is harmless, one never written would stall readers."""
         try:
             for marker in completion.markers:
                 await self.owner.write_marker(marker)
@@ -132,10 +130,25 @@ class TxnRuntime:
             error = self.write(lambda shard: shard.complete(completion))
             if error not in (ErrorCode.none, None):
                 log.warning("transaction completion refused", transactional_id=completion.transactional_id, error=ErrorCode(error).name)
+            return
+        except asyncio.CancelledError:
+            raise
         except CoordinatorError as exc:
-            log.warning("transaction completion failed", transactional_id=completion.transactional_id, error=exc.code.name)
-        except Exception:  # noqa: BLE001 - a bug must not end the loop; the id stays PREPARE_* until a reload
-            log.exception("transaction completion failed", transactional_id=completion.transactional_id)
+            log.warning("transaction markers not written yet; trying again", transactional_id=completion.transactional_id, error=exc.code.name,
+                        attempt=attempt + 1)
+        except Exception as exc:  # noqa: BLE001 - storage failures (OSError) and bugs alike: retried, never dropped
+            log.error("transaction markers not written yet; trying again", transactional_id=completion.transactional_id, error=str(exc),
+                      attempt=attempt + 1)
+        if self.state == ACTIVE:
+            delay = min(_RETRY_MAX_S, _MARKER_RETRY_S * 2 ** min(attempt, 10))
+            asyncio.get_running_loop().call_later(delay, self._complete_later, completion, attempt + 1)
+
+    def _complete_later(self, completion: Completion, attempt: int = 0) -> None:
+        if self.state != ACTIVE and attempt:
+            return
+        task = asyncio.get_running_loop().create_task(self._complete(completion, attempt))
+        self.completing.add(task)
+        task.add_done_callback(self.completing.discard)
 
     def tick(self, now: int) -> None:
         """Abort timed-out transactions and forget expired transactional ids."""

@@ -232,3 +232,49 @@ async def test_produce_refuses_a_transactional_batch_the_coordinator_does_not_kn
         assert await produce("known", pid, 0) == ErrorCode.none
         assert broker.cluster.partition("v", 0).log.in_transaction(pid)
         client.close()
+
+
+async def test_markers_that_fail_to_be_written_are_tried_again_until_they_are():
+    """A marker append that fails (storage error, group coordinator reloading) is retried, never
+    dropped: the transaction completes and its data becomes readable."""
+    from broker.coordinator.common import CoordinatorError
+    from broker.testing import Broker
+    from protocol.errors import ErrorCode
+    from tests.integration.test_backpressure import Client, until
+
+    async with Broker() as broker:
+        await broker.create_topic("m", 1)
+        coordinator = broker.server.transactions
+        real = coordinator.write_marker
+        failures = []
+
+        async def flaky(marker):
+            if len(failures) < 3:
+                failures.append(marker)
+                raise CoordinatorError(ErrorCode.not_coordinator, "injected") if len(failures) % 2 else OSError("injected disk error")
+            await real(marker)
+
+        coordinator.write_marker = flaky
+        client = await Client.open(broker.port)
+        init = {"transactional_id": "flaky", "transaction_timeout": 60_000, "producer_id": -1, "producer_epoch": -1}
+        answer = await client.request(22, 4, init)
+        while answer.error_code == ErrorCode.coordinator_load_in_progress:
+            answer = await client.request(22, 4, init)
+        pid, epoch = answer.producer_id, answer.producer_epoch
+        add = {"v3_and_below_transactional_id": "flaky", "v3_and_below_producer_id": pid, "v3_and_below_producer_epoch": epoch,
+               "v3_and_below_topics": [{"name": "m", "partitions": [0]}]}
+        await client.request(24, 3, add)
+        from protocol.records import Record, build_batch
+
+        batch = build_batch([Record(0, int(time.time() * 1000), b"k", b"v", [])], producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                            is_transactional=True)
+        produced = await client.request(0, 11, {"transactional_id": "flaky", "acks": -1, "timeout": 5000,
+                                                "topic_data": [{"name": "m", "partition_data": [{"index": 0, "records": batch}]}]})
+        assert produced.responses[0].partition_responses[0].error_code == ErrorCode.none
+        end = await client.request(26, 3, {"transactional_id": "flaky", "producer_id": pid, "producer_epoch": epoch, "committed": True})
+        assert end.error_code == ErrorCode.none
+        log = broker.cluster.partition("m", 0).log
+        await until(lambda: log.last_stable_offset == log.log_end_offset, what="the COMMIT marker, after the failed tries")
+        assert len(failures) == 3
+        await until(lambda: coordinator.describe(["flaky"])[0].state == "CompleteCommit", what="COMPLETE_COMMIT")
+        client.close()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from protocol.errors import ErrorCode
+
+from ..coordinator.offsets import CommitPartition
+
 
 def ms(value) -> int:
     """kio gives durations as timedeltas; Kafka speaks milliseconds."""
@@ -15,3 +19,25 @@ def coordinator(ctx):
 
 def client_host(ctx) -> str:
     return "/" + ctx.conn.peer.rsplit(":", 1)[0]
+
+
+def commit_partitions(cluster, topics) -> tuple[dict, list]:
+    """OffsetCommit's and TxnOffsetCommit's partitions: UNKNOWN_TOPIC_OR_PARTITION (by topic and
+    partition) for those the cluster lacks, and a ``CommitPartition`` for each of the others."""
+    errors: dict = {}
+    wanted: list = []
+    for t in topics or ():
+        topic = cluster.topics.get(t.name)
+        for p in t.partitions or ():
+            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                errors[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
+            else:
+                wanted.append(CommitPartition(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                                              p.committed_metadata))
+    return errors, wanted
+
+
+def commit_answer(topics, errors: dict) -> list[dict]:
+    """The answer's topics: each partition of the request with its error."""
+    return [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": errors[(t.name, p.partition_index)]}
+                                            for p in t.partitions or ()]} for t in topics or ()]

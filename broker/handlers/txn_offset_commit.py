@@ -12,9 +12,8 @@ marker is written (broker/coordinator/offsets.py).
 from protocol.errors import ErrorCode
 
 from ..coordinator.common import CoordinatorError
-from ..coordinator.offsets import CommitPartition
 from ..coordinator.service import OFFSETS_TOPIC
-from ._groups import coordinator
+from ._groups import commit_answer, commit_partitions, coordinator
 from ._txn import call, transactions
 
 API_KEY = 28
@@ -23,17 +22,7 @@ VERSIONS = (0, 5)
 
 
 async def handle(ctx, req):
-    cluster = ctx.cluster
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    wanted: list[CommitPartition] = []
-    for t in req.topics or ():
-        topic = cluster.topics.get(t.name)
-        for p in t.partitions or ():
-            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
-                errors[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
-            else:
-                wanted.append(CommitPartition(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                                              p.committed_metadata))
+    errors, wanted = commit_partitions(ctx.cluster, req.topics)
     groups = coordinator(ctx)
     if not req.group_id:
         errors.update({(c.topic, c.partition): ErrorCode.invalid_group_id for c in wanted})
@@ -55,8 +44,4 @@ async def handle(ctx, req):
                 errors.update({(c.topic, c.partition): exc.code for c in wanted})
             else:
                 errors.update({(t, p): code for t, p, code in answer})
-    topics = []
-    for t in req.topics or ():
-        topics.append({"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": errors[(t.name, p.partition_index)]}
-                                                      for p in t.partitions or ()]})
-    return {"throttle_time": 0, "topics": topics}
+    return {"throttle_time": 0, "topics": commit_answer(req.topics, errors)}

@@ -62,6 +62,8 @@ EXTERNAL = {
         (JAVA_CLIENT, "KIP-848 and classic members in one group (both join orders)"),
     ("tests/integration/test_java_clients.py", "test_java_admin_describe_list_alter_delete"):
         (JAVA_CLIENT + " AdminClient", "describe/list/delete groups, alter/list/delete offsets"),
+    ("tests/integration/test_java_clients.py", "test_java_consume_transform_produce_with_send_offsets_to_transaction"):
+        (JAVA_CLIENT, "transactions: consume-transform-produce with sendOffsetsToTransaction (classic and KIP-848 groups), read_committed"),
 }
 EXTERNAL_FILES = {f for f, _ in EXTERNAL}
 

@@ -11,7 +11,6 @@ loopback. Nothing here asserts a duration.
 
 from __future__ import annotations
 
-import asyncio
 
 from broker.server import _MAX_INFLIGHT
 from broker.testing import Broker
@@ -180,4 +179,3 @@ async def test_a_pipelined_handler_that_fails_closes_only_its_connection(monkeyp
         (corr, body), = await answers(good, [(8, 9)])
         assert corr == 1 and body.topics[0].partitions[0].error_code == ErrorCode.none
         good.close()
-        await asyncio.sleep(0)

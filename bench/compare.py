@@ -63,7 +63,7 @@ from .spawn import ROOT, Broker
 KAFKALITE, KAFKA, KFAKE = "kafkalite", "Kafka", "kfake"
 KFAKE_SRC = ROOT / "bench" / "kfake"
 KFAKE_BUILD = ROOT / "build" / "kfake"  # outside git (.gitignore: build/)
-PHASES = ("startup", "idle", "throughput", "fetch", "commits", "rebalances", "k848", "load")
+PHASES = ("startup", "idle", "throughput", "fetch", "commits", "txn", "rebalances", "k848", "load")
 FETCH_SIZES = (4 * 1024 * 1024, 16 * 1024 * 1024)
 LOAD_TOPIC, LOAD_PARTITIONS = "bench-load", 100
 KFAKE_COMPACT_BYTES = 1 << 40
@@ -379,6 +379,7 @@ class Side:
     fetch: list = field(default_factory=list)  # workload.Phase of the 4 MiB / 16 MiB fetch consumes (variant "fetch N MiB")
     load: dict = field(default_factory=dict)  # coordinator load: records, ms, records_per_s, how, problems
     skipped: dict = field(default_factory=dict)  # workload -> why this broker does not run it
+    txn: list = field(default_factory=list)  # bench.txn.run_once results
 
 
 @dataclass
@@ -622,6 +623,28 @@ def measure_load(tmp: Path, res: Results, kfake_bin: Path | None) -> None:
                     side.log_problems.update(report.log_problems(k, b.logs()))
                 except Exception as e:  # noqa: BLE001
                     say(f"  stopping {k}: {e}")
+
+
+TXN_PRODUCERS, TXN_PER_PRODUCER, TXN_RECORDS, TXN_RUNS = 10, 30, 20, 2
+
+
+def measure_txn(brokers: dict[str, Spawned], res: Results) -> None:
+    """bench.txn's workload (confluent-kafka transactional producers, a fifth of the transactions aborted,
+    exactly-once checked by a read_committed consumer), TXN_RUNS rounds per broker."""
+    from . import txn
+
+    for run in range(TXN_RUNS):
+        for k, b in brokers.items():
+            try:
+                r = txn.run_once(f"{b.host}:{b.port}", TXN_PRODUCERS, TXN_PER_PRODUCER, TXN_RECORDS, seed=run + 1)
+            except Exception as e:  # noqa: BLE001
+                res.sides[k].failures.append(("transactions", f"{type(e).__name__}: {e}"))
+                say(f"  {k}: transactions failed: {e}")
+                continue
+            if r["failures"] or not r["exact"]:
+                res.sides[k].failures.append(("transactions", "; ".join(r["failures"]) or "exactly-once check failed"))
+            res.sides[k].txn.append(r)
+            say(f"  {k:9} transactions run {run + 1}: {r['txns_s']:,.0f}/s, {r['records_s']:,.0f} records/s, exactly once: {r['exact']}")
 
 
 def measure_commits(brokers: dict[str, Spawned], res: Results) -> None:
@@ -902,6 +925,9 @@ def main(argv: list[str] | None = None) -> int:
             if "commits" in run:
                 phase("OffsetCommit")
                 measure_commits(brokers, res)
+            if "txn" in run:
+                phase("transactions")
+                measure_txn(brokers, res)
             if "rebalances" in run:
                 phase("classic rebalances + Heartbeat")
                 measure_rebalances(brokers, res)

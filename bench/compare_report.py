@@ -372,6 +372,24 @@ def load_row(res) -> Row:
                kk_na=_failed(kk, "coordinator load") or ("" if kk is None else "n/a"), kf_na=kf_na, phase="coordinator load")
 
 
+def txn_row(res) -> Row:
+    from .compare import TXN_PER_PRODUCER, TXN_PRODUCERS, TXN_RECORDS
+
+    kl, kf, kk = res.sides[KL], res.sides[KF], kfake_side(res)
+
+    def v(side):
+        return med([r["txns_s"] for r in _g(side, "txn", [])]) if side is not None and _g(side, "txn", []) else NAN
+
+    def exact(side):
+        runs = _g(side, "txn", []) if side is not None else []
+        return ("yes" if all(r["exact"] for r in runs) else "NO") if runs else "–"
+
+    sides = [s for s in (kl, kf, kk) if s is not None]
+    return Row(f"Transactions/s ({TXN_PRODUCERS} confluent-kafka producers × {TXN_PER_PRODUCER} transactions of {TXN_RECORDS} records, "
+               "a fifth aborted)", v(kl), v(kf), "/s", True, "{:,.0f}", "exactly once (read_committed check): " + " / ".join(exact(x) for x in sides),
+               kk=v(kk), kk_na=_failed(kk, "transactions"), phase="transactions")
+
+
 def summary_rows(res) -> list[Row]:
     """Every figure of issue 12, one row each, from this run."""
     st, tp, gr = startup_rows(res), throughput_rows(res), group_rows(res)
@@ -409,6 +427,8 @@ def summary_rows(res) -> list[Row]:
                 _form_errors(a, "ConsumerGroupHeartbeat unknown_member_id"), _form_errors(b, "ConsumerGroupHeartbeat unknown_member_id"), "",
                 False, "{:,.0f}", kk=_form_errors(c, "ConsumerGroupHeartbeat unknown_member_id"), kk_na=na, phase=ph, count=True),
         ]
+    if any(_g(s, "txn", []) for s in res.sides.values()):
+        rows.append(txn_row(res))
     rows.append(load_row(res))
     return rows
 
@@ -727,6 +747,10 @@ def render(res, images: list[tuple[str, str]]) -> str:
         "`fetch.max.bytes` = `max.partition.fetch.bytes` = 4 MiB and as often with 16 MiB, alternating; broker CPU per MB, median.")
     add(f"- **OffsetCommit.** `group_scenarios.commits`: single-partition OffsetCommit v9 of simple groups, {a.commit_groups} groups, "
         f"{a.commit_conns} connections × {a.commit_depth} in flight, {a.seconds:g} s after {a.warmup:g} s warm-up; {a.commit_runs} runs per broker, median.")
+    add("- **Transactions.** `bench.txn`: 10 confluent-kafka transactional producers (threads, one transactional id each) run 30 "
+        "transactions of 20 records over a fresh 6-partition topic, a seeded fifth of them aborted after their records reached the broker; "
+        "then a read_committed consumer checks exactly-once (every committed record once, no aborted one); 2 runs per broker, median "
+        "transactions/s.")
     add(f"- **Classic rebalances and Heartbeat.** `group_scenarios.rebalances` (as in `make bench`'s group section): new groups and "
         f"Stable groups whose leader rejoins, 10 members × {a.reps_10}, 100 × {a.reps_100}, 1000 × {a.reps_1000} runs; then every member of "
         f"the last 1000-member group sends Heartbeat v4, 4 in flight each, for {a.seconds:g} s.")

@@ -2,7 +2,7 @@
 transaction, so that TxnOffsetCommit can write there. PRODUCER_FENCED is
 INVALID_PRODUCER_EPOCH before v2."""
 
-from ..txn import fenced_error_for
+from ..txn.shard import fenced_error_for
 from ._txn import call, transactions
 
 API_KEY = 25

@@ -43,9 +43,9 @@ TXN_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 LOADING, ACTIVE, FAILED = "loading", "active", "failed"
 _LOAD_CHUNK = 5 * 1024 * 1024
-_MARKER_RETRY_S = 0.02  # a marker the group coordinator could not take yet (its shard loading) is tried again
-_MARKER_ATTEMPTS = 500
-_RETRY_MAX_S = 5.0  # the longest wait between two tries of a transaction's markers
+# markers that could not be written are tried again after 20 ms, doubling to at most 5 s
+_MARKER_RETRY_S = 0.02
+_RETRY_MAX_S = 5.0
 
 
 def _now_ms() -> int:
@@ -283,16 +283,12 @@ class TransactionCoordinator:
     # ================================================================ markers
     async def write_marker(self, marker: Marker) -> None:
         """Append one COMMIT or ABORT marker to its partition (durable under the fsync policy)."""
-        if marker.topic == OFFSETS_TOPIC:
-            for _ in range(_MARKER_ATTEMPTS):
-                error = await self.groups.complete_txn(marker.partition, marker.producer_id, marker.producer_epoch,
-                                                       marker.coordinator_epoch, marker.commit)
-                if error is ErrorCode.none:
-                    return
-                if error is not ErrorCode.coordinator_load_in_progress:
-                    raise CoordinatorError(error, f"marker for {OFFSETS_TOPIC}-{marker.partition}")
-                await asyncio.sleep(_MARKER_RETRY_S)
-            raise CoordinatorError(ErrorCode.coordinator_load_in_progress, f"marker for {OFFSETS_TOPIC}-{marker.partition}")
+        if marker.topic == OFFSETS_TOPIC:  # through the group coordinator, which applies the transaction's offsets
+            error = await self.groups.complete_txn(marker.partition, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                                                   marker.commit)
+            if error is not ErrorCode.none:  # loading, reloading: TxnRuntime._complete tries again
+                raise CoordinatorError(error, f"marker for {OFFSETS_TOPIC}-{marker.partition}")
+            return
         part = self.cluster.partition(marker.topic, marker.partition)
         if part is None:  # the topic was deleted: Kafka drops the marker too
             return

@@ -16,7 +16,7 @@ from dataclasses import replace
 import pytest
 
 from broker.coordinator.common import CoordinatorError
-from broker.txn import (
+from broker.txn.shard import (
     Completion,
     Marker,
     ProducerIdResponse,

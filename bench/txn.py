@@ -73,7 +73,7 @@ def run_once(bootstrap: str, producers: int, txns: int, records: int, seed: int 
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - t0
-    got = _read_committed(bootstrap, topic, len(committed))
+    got = read_all(bootstrap, topic, PARTITIONS, "read_committed", len(committed), timeout=120)
     return {
         "txns_s": producers * txns / elapsed,
         "records_s": producers * txns * records / elapsed,
@@ -84,10 +84,12 @@ def run_once(bootstrap: str, producers: int, txns: int, records: int, seed: int 
     }
 
 
-def _read_committed(bootstrap: str, topic: str, expect: int, timeout: float = 120.0) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "check-" + topic, "isolation.level": "read_committed",
+def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, expect: int, timeout: float = 30.0) -> list[bytes]:
+    """Every value of the topic as a consumer with ``isolation`` (read_committed, read_uncommitted)
+    sees it, once ``expect`` arrived and the end of every partition was reached (or the deadline passed)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-" + uuid.uuid4().hex[:8], "isolation.level": isolation,
                   "enable.partition.eof": True, "enable.auto.commit": False, **QUIET})
-    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got: list[bytes] = []
     at_end: set[int] = set()
     deadline = time.monotonic() + timeout
@@ -99,7 +101,7 @@ def _read_committed(bootstrap: str, topic: str, expect: int, timeout: float = 12
             if m.error():
                 if m.error().code() == KafkaError._PARTITION_EOF:
                     at_end.add(m.partition())
-                    if len(at_end) == PARTITIONS and len(got) >= expect:
+                    if len(at_end) == partitions and len(got) >= expect:
                         break
                 continue
             at_end.discard(m.partition())

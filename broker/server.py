@@ -7,7 +7,8 @@ how Kafka treats a connection too (it mutes a channel until its response is
 out); except that the requests of ``handlers.PIPELINED`` (commits and
 heartbeats) start while earlier ones still wait for their append, and are
 answered in order (see "pipelined requests" below). The task exists only
-while the connection is busy (and for a second after): an idle connection costs its transport and a small object.
+while the connection is busy (and for a second after): an idle connection
+costs its transport and a small object.
 
 Memory is bounded on both sides of a connection:
 

@@ -20,6 +20,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.txn import read_all
+
 QUIET = {"log_level": 3}
 
 
@@ -34,33 +36,6 @@ def producer(bootstrap: str, tid: str, **extra) -> Producer:
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 60_000, **QUIET, **extra})
     p.init_transactions(30)
     return p
-
-
-def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, expect: int, timeout: float = 30.0) -> list[bytes]:
-    """Every value of the topic as a consumer with ``isolation`` sees it, once ``expect`` arrived
-    and the end of every partition was reached (or the deadline passed)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "r-" + uuid.uuid4().hex[:8], "isolation.level": isolation,
-                  "enable.partition.eof": True, "enable.auto.commit": False, **QUIET})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    got: list[bytes] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    at_end.add(m.partition())
-                    if len(got) >= expect and len(at_end) == partitions:
-                        break
-                continue
-            at_end.discard(m.partition())
-            got.append(m.value())
-    finally:
-        c.close()
-    return got
 
 
 def test_committed_transactions_are_read_and_aborted_ones_are_not(group_broker):

@@ -29,7 +29,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from tests.broker_process import BrokerProcess
-from tests.integration.test_transactions import QUIET, new_topic, read_all
+from bench.txn import read_all
+from tests.integration.test_transactions import QUIET, new_topic
 
 KILLS = int(os.environ.get("KAFKALITE_TXN_KILLS", "20"))
 PARTITIONS = 3

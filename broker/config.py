@@ -90,6 +90,7 @@ class BrokerConfig:
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    transaction_version: int = 2
     log_defaults: LogConfig = field(default_factory=LogConfig)
 
     # ----------------------------------------------------------------
@@ -137,7 +138,7 @@ class BrokerConfig:
         return TxnConfig(
             transaction_max_timeout_ms=self.transaction_max_timeout_ms,
             transactional_id_expiration_ms=self.transactional_id_expiration_ms,
-            transaction_version=0,  # the transaction.version feature is not finalized: clients use transactions V1
+            transaction_version=self.transaction_version,
             offsets_topic_num_partitions=self.offsets_topic_num_partitions,
             abort_timed_out_transaction_cleanup_interval_ms=self.transaction_abort_timed_out_transaction_cleanup_interval_ms,
         )
@@ -258,6 +259,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("transaction_max_timeout_ms", "int", "largest transaction.timeout.ms a producer may ask for", "transaction.max.timeout.ms", minimum=1, maximum=INT_MAX),
     _s("transactional_id_expiration_ms", "int", "how long a transactional id without a transaction is kept", "transactional.id.expiration.ms", minimum=1, maximum=INT_MAX),
     _s("transaction_abort_timed_out_transaction_cleanup_interval_ms", "int", "how often transactions past their timeout are looked for and aborted", "transaction.abort.timed.out.transaction.cleanup.interval.ms", minimum=1, maximum=INT_MAX),
+    _s("transaction_version", "int", "the finalized level of Kafka's transaction.version feature (kafka-features): 2 is transactions V2 (KIP-890: partitions added by Produce, an epoch bump per transaction), as a new Kafka 4.x cluster; 0 makes clients use transactions V1", minimum=0, maximum=2),
     _s(
         "group_consumer_migration_policy",
         "choice",

@@ -37,11 +37,22 @@ async def handle(ctx, req):
         "error_code": ErrorCode.none,
         "api_keys": _api_keys(ctx),
         "throttle_time": 0,
-        # group.version 1 turns on the KIP-848 consumer protocol, as in Kafka 4.x
-        "supported_features": [{"name": "group.version", "min_version": 0, "max_version": 1}],
+        "supported_features": _SUPPORTED,
         "finalized_features_epoch": 1,
-        "finalized_features": [{"name": "group.version", "min_version_level": 1, "max_version_level": 1}],
+        "finalized_features": _finalized(ctx.config.transaction_version),
     }
+
+
+# group.version 1 turns on the KIP-848 consumer protocol; transaction.version 2 is transactions V2
+# (KIP-890 part 2), which the Java client, franz-go and others use when it is finalized, as on a new
+# Kafka 4.x cluster. A level of 0 is not listed, as Kafka leaves out features at level 0.
+_SUPPORTED = [{"name": "group.version", "min_version": 0, "max_version": 1},
+              {"name": "transaction.version", "min_version": 0, "max_version": 2}]
+
+
+def _finalized(transaction_version: int) -> list[dict]:
+    levels = {"group.version": 1, "transaction.version": transaction_version}
+    return [{"name": name, "min_version_level": level, "max_version_level": level} for name, level in levels.items() if level > 0]
 
 
 def unsupported(ctx, event):

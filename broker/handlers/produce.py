@@ -19,10 +19,11 @@ their records looked at, and only for their keys.
 - A compacted topic refuses records without a key: INVALID_RECORD with
   ``record_errors`` and ``error_message`` as Kafka's LogValidator fills them
   (v8+), and nothing of the partition's batches is appended.
-- Transactions (KIP-890's verification, as Kafka's partition leader does it):
-  a transactional batch that would open the producer's transaction on a
+- Transactions (KIP-890, as Kafka's partition leader does it): a
+  transactional batch that would open the producer's transaction on a
   partition is appended only if the transaction coordinator says the
-  partition was added to the producer's ongoing transaction; otherwise
+  partition was added to the producer's ongoing transaction (before v12,
+  transactions V1) or adds it now (v12+, transactions V2); otherwise
   INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11), or NOT_ENOUGH_REPLICAS
   (retriable) while the coordinator is busy completing it or loading. Batches
   of more than one producer in one request: INVALID_PRODUCER_ID_MAPPING.
@@ -45,6 +46,7 @@ NAME = "Produce"
 VERSIONS = (3, 13)
 _ZERO_ID = uuid.UUID(int=0)
 _CLIENT = AppendOrigin.CLIENT
+_ADDS_PARTITIONS = 12  # transactions V2: from v12 a transactional batch adds its partition to the transaction
 
 
 _MAGIC_OFFSET = 16  # baseOffset(8) batchLength(4) partitionLeaderEpoch(4), then magic
@@ -72,7 +74,8 @@ def _verify_txn(ctx, transactional_id: str, part, batches, topic: str, index: in
     from ..coordinator.common import CoordinatorError
 
     try:
-        code = ctx.broker.transactions.verify(transactional_id, pid, epoch, [(topic, index)]).get((topic, index), ErrorCode.none)
+        code = ctx.broker.transactions.verify(transactional_id, pid, epoch, [(topic, index)], add=ctx.version >= _ADDS_PARTITIONS).get(
+            (topic, index), ErrorCode.none)
     except CoordinatorError as exc:
         code = exc.code
     if code is ErrorCode.none:

@@ -3,7 +3,8 @@
 The group's ``__consumer_offsets`` partition must be in the transaction
 (AddOffsetsToTxn before; KIP-890's verification, as Kafka's group coordinator
 asks the transaction coordinator): otherwise every partition gets
-INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v4). Then the group coordinator
+INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v4). From v5 (transactions V2)
+the client sends no AddOffsetsToTxn: the commit adds the partition itself. Then the group coordinator
 validates the member as Kafka does for transactional commits and writes the
 offsets in a transactional batch; they count once the transaction's COMMIT
 marker is written (broker/coordinator/offsets.py).
@@ -28,7 +29,8 @@ async def handle(ctx, req):
         errors.update({(c.topic, c.partition): ErrorCode.invalid_group_id for c in wanted})
     elif wanted:
         offsets_partition = (OFFSETS_TOPIC, groups.partition_for(req.group_id))
-        verified, error = call(transactions(ctx).verify, req.transactional_id, req.producer_id, req.producer_epoch, [offsets_partition])
+        verified, error = call(transactions(ctx).verify, req.transactional_id, req.producer_id, req.producer_epoch, [offsets_partition],
+                               add=ctx.version >= 5)
         code = error if error is not None else verified.get(offsets_partition, ErrorCode.none)
         if code is ErrorCode.transaction_abortable and ctx.version < 4:
             code = ErrorCode.invalid_txn_state

@@ -255,8 +255,14 @@ class TransactionCoordinator:
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, client_txn_version: int = 0):
         return self._write(transactional_id, lambda s: s.end_txn(transactional_id, producer_id, producer_epoch, commit, client_txn_version))
 
-    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]) -> dict:
-        """KIP-890 part 1: are these partitions in the producer's ongoing transaction? (nothing written)"""
+    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]], *,
+               add: bool = False) -> dict:
+        """KIP-890 part 1: are these partitions in the producer's ongoing transaction? (nothing written)
+
+        ``add``: part 2 (transactions V2: Produce v12+, TxnOffsetCommit v5+): they join it
+        instead, as a broker's AddPartitionsToTxn of transaction version 2 adds them."""
+        if add:
+            return self.add_partitions(transactional_id, producer_id, producer_epoch, partitions, client_txn_version=2)
         return self.add_partitions(transactional_id, producer_id, producer_epoch, partitions, verify_only=True)
 
     def describe(self, transactional_ids: list[str]) -> list:

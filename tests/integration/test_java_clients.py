@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from tests import java_harness
+from tests.raw import RawClient
 from tests.integration.test_consumer_protocol import (  # noqa: F401 - fixtures used by name
     _module_kip848_broker,
     broker_logs,
@@ -306,11 +307,20 @@ def test_java_consume_transform_produce_with_send_offsets_to_transaction(broker,
     create_topic(broker, source, 2)
     create_topic(broker, sink, 2)
     produce(broker, source, 60, 2, prefix="in")
+    tid = unique("eos-tx")
     events = java_harness.run_java("transform", broker.bootstrap, "--input", source, "--output", sink, "--group", group, "--protocol", protocol,
-                                   "--transactional-id", unique("eos-tx"), "--count", 60, "--abort-every", 3, "--max-poll-records", 7,
+                                   "--transactional-id", tid, "--count", 60, "--abort-every", 3, "--max-poll-records", 7,
                                    timeout=180)
     done = [e for e in events if e["event"] == "done"]
     assert done and done[0]["committed"] == 60 and done[0]["aborted"] >= 1, events[-5:]
+    # transactions V2 (both brokers finalize transaction.version 2): every EndTxn bumped the epoch of the
+    # producer's first InitProducerId (0); under V1 it would have stayed 0
+    raw = RawClient(broker.bootstrap)
+    try:
+        (state,) = raw.request(65, 0, {"transactional_ids": [tid]}).transaction_states
+    finally:
+        raw.close()
+    assert (state.error_code, state.transaction_state, state.producer_epoch) == (0, "CompleteCommit", done[0]["transactions"])
     out = consumer(broker, sink, unique("eos-check"), "classic", "--max-records", 60, "--isolation-level", "read_committed")
     try:
         assert out.wait(WAIT_S) == 0, out.describe()

@@ -70,7 +70,12 @@ def _verify_txn(ctx, transactional_id: str, part, batches, topic: str, index: in
         return ErrorCode.invalid_producer_id_mapping
     ((pid, epoch),) = producers
     if part.log.in_transaction(pid):
-        return None  # verified when its transaction began here
+        entry = part.producers.entries.get(pid)
+        if entry is not None and entry.epoch == epoch:
+            return None  # verified when its transaction began here
+        # another epoch: under transactions V2 the producer's next transaction may come before the
+        # last one's marker is written here, and must not join it (the coordinator answers
+        # CONCURRENT_TRANSACTIONS until it is); Kafka's hasOngoingTransaction checks the epoch too
     from ..coordinator.common import CoordinatorError
 
     try:

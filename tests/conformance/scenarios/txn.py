@@ -200,3 +200,93 @@ def describe_and_list_transactions(d: Driver):
     stable_end(d, t, 1)
     d.until(lambda: d.req(65, 0, {"transactional_ids": [tid]}).transaction_states[0].transaction_state == "CompleteCommit", what="CompleteCommit")
     described("describe-done")
+
+
+# ---------------------------------------------------------------- transactions V2 (KIP-890 part 2)
+
+
+def _described(d: Driver, tid: str) -> dict:
+    (x,) = d.req(65, 0, {"transactional_ids": [tid]}).transaction_states
+    return {"error": d.norm(x.error_code), "state": x.transaction_state, "epoch": x.producer_epoch,
+            # a group's __consumer_offsets partition follows its (per-broker) name: only how many
+            "topics": sorted([d.strip(tt.topic), len(tt.partitions) if tt.topic == "__consumer_offsets" else sorted(tt.partitions)]
+                             for tt in x.topics)}
+
+
+def _until_state(d: Driver, tid: str, state: str) -> dict:
+    return d.until(lambda: (lambda s: s if s["state"] == state else None)(_described(d, tid)), what=f"the transaction to reach {state}")
+
+
+@scenario("txn")
+def v2_produce_adds_partitions_and_every_end_bumps_the_epoch(d: Driver):
+    """Produce v12 adds its partition (v11 only verifies); EndTxn v5 answers the next epoch; a batch of the
+    finished epoch is fenced; the next transaction starts at sequence 0; read_committed hides the aborted one."""
+    t = d.create_topic("t", 3)
+    tid = d.topic("tx")
+    find(d, tid)
+    r = init(d, tid, version=5)
+    pid, epoch = r.producer_id, r.producer_epoch
+    d.obs("init", error=r.error_code, epoch=epoch)
+    d.obs("produce-v12-p0", error=d.norm(produce_txn(d, tid, t, 0, pid, epoch, 0, [b"a"], version=12)))
+    d.obs("produce-v12-p1", error=d.norm(produce_txn(d, tid, t, 1, pid, epoch, 0, [b"b"], version=12)))
+    d.obs("produce-v11-p2", error=d.norm(produce_txn(d, tid, t, 2, pid, epoch, 0, [b"never"], version=11)))
+    d.obs("described", **_described(d, tid))
+    e = end(d, tid, pid, epoch, True, version=5)
+    d.obs("end-commit", error=e.error_code, same_pid=e.producer_id == pid, epoch_step=e.producer_epoch - epoch)
+    d.obs("lso-1", offsets=stable_end(d, t, 0))
+    d.obs("complete", **_until_state(d, tid, "CompleteCommit"))
+    d.obs("zombie", error=d.norm(produce_txn(d, tid, t, 0, pid, epoch, 1, [b"zombie"], version=12)))
+    epoch = e.producer_epoch
+    d.obs("produce-next", error=d.norm(produce_txn(d, tid, t, 0, pid, epoch, 0, [b"c"], version=12)))
+    a = end(d, tid, pid, epoch, False, version=5)
+    d.obs("end-abort", error=a.error_code, epoch_step=a.producer_epoch - epoch)
+    d.obs("lso-2", offsets=stable_end(d, t, 0))
+    d.obs("fetch-done", **fetch_committed(d, t, 0))
+    d.obs("aborted", **_until_state(d, tid, "CompleteAbort"))
+
+
+@scenario("txn")
+def v2_txn_offset_commit_adds_the_offsets_partition(d: Driver):
+    """TxnOffsetCommit v5 without AddOffsetsToTxn (v4 still needs it): pending until EndTxn v5 commits it."""
+    t = d.create_topic("t", 1)
+    tid, g = d.topic("tx"), d.group()
+    find(d, tid)
+    r = init(d, tid, version=5)
+    pid, epoch = r.producer_id, r.producer_epoch
+    body = {"transactional_id": tid, "group_id": g, "producer_id": pid, "producer_epoch": epoch, "generation_id": -1, "member_id": "",
+            "group_instance_id": None, "topics": [{"name": t, "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                                                            "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+    r = d.req(TXN_COMMIT, 4, body)
+    d.obs("txn-commit-v4-without-add", errors=[d.norm(p.error_code) for tt in r.topics for p in tt.partitions])
+    r = d.req(TXN_COMMIT, 5, body)
+    d.obs("txn-commit-v5", errors=[d.norm(p.error_code) for tt in r.topics for p in tt.partitions])
+    d.obs("described", **_described(d, tid))
+    d.obs("fetch-stable", groups=fetch_summary(d, fetch_offsets(d, g, {t: [0]}, require_stable=True)))
+    e = end(d, tid, pid, epoch, True, version=5)
+    d.obs("end", error=e.error_code, epoch_step=e.producer_epoch - epoch)
+    d.obs("fetch-after", groups=d.until(lambda: _committed(d, g, t), what="the transaction's offset"))
+
+
+@scenario("txn")
+def v2_end_txn_edges(d: Driver):
+    """EndTxn v5 from Empty (abort allowed, commit not), a retried end with the old epoch, an end with an old epoch after that."""
+    t = d.create_topic("t", 1)
+    tid = d.topic("tx")
+    find(d, tid)
+    r = init(d, tid, version=5)
+    pid, epoch = r.producer_id, r.producer_epoch
+    c = end(d, tid, pid, epoch, True, version=5)
+    d.obs("commit-empty", error=c.error_code)
+    a = end(d, tid, pid, epoch, False, version=5)
+    d.obs("abort-empty", error=a.error_code, epoch_step=a.producer_epoch - epoch)
+    d.obs("after-abort-empty", **_until_state(d, tid, "CompleteAbort"))
+    epoch = a.producer_epoch
+    produce_txn(d, tid, t, 0, pid, epoch, 0, [b"x"], version=12)
+    e = end(d, tid, pid, epoch, True, version=5)
+    d.obs("commit", error=e.error_code, epoch_step=e.producer_epoch - epoch)
+    _until_state(d, tid, "CompleteCommit")
+    retry = end(d, tid, pid, epoch, True, version=5)
+    d.obs("commit-retried", error=retry.error_code, epoch_step=retry.producer_epoch - epoch)
+    wrong = end(d, tid, pid, epoch, False, version=5)
+    d.obs("abort-with-old-epoch", error=wrong.error_code)
+    d.obs("end-v4-new-epoch", error=end(d, tid, pid, e.producer_epoch, True, version=4).error_code)

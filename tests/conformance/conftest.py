@@ -36,6 +36,7 @@ CLASSIC_MIN_SESSION_MS = 1000
 CONSUMER_HEARTBEAT_MS = 500
 CONSUMER_SESSION_MS = 3000
 
+TXN_ABORT_CHECK_MS = 200  # timed-out transactions are looked for this often (Kafka's default is 10 s)
 KAFKALITE_ARGS = (
     "--group-initial-rebalance-delay-ms", "0",
     "--group-min-session-timeout-ms", str(CLASSIC_MIN_SESSION_MS),
@@ -45,6 +46,7 @@ KAFKALITE_ARGS = (
     "--offsets-topic-num-partitions", "50",
     "--num-partitions", "1",
     "--auto-create-topics", "true",
+    "--set", f"transaction.abort.timed.out.transaction.cleanup.interval.ms={TXN_ABORT_CHECK_MS}",
     "--log-level", "warning",
 )
 KAFKA_CONFIG = {
@@ -57,6 +59,7 @@ KAFKA_CONFIG = {
     "offsets.topic.num.partitions": 50,
     "num.partitions": 1,
     "auto.create.topics.enable": "true",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": TXN_ABORT_CHECK_MS,
 }
 
 RESULTS: dict[str, dict] = {}  # scenario name -> result entry, filled by test_conformance

@@ -290,3 +290,47 @@ def v2_end_txn_edges(d: Driver):
     wrong = end(d, tid, pid, epoch, False, version=5)
     d.obs("abort-with-old-epoch", error=wrong.error_code)
     d.obs("end-v4-new-epoch", error=end(d, tid, pid, e.producer_epoch, True, version=4).error_code)
+
+
+@scenario("txn")
+def a_transaction_past_its_timeout_is_aborted(d: Driver):
+    """A 1 s transaction left open: aborted by the coordinator (epoch fenced), its data hidden, the producer fenced."""
+    t = d.create_topic("t", 1)
+    tid = d.topic("tx")
+    find(d, tid)
+    r = init(d, tid, timeout_ms=1000)
+    pid, epoch = r.producer_id, r.producer_epoch
+    add_partitions(d, tid, pid, epoch, {t: [0]})
+    d.obs("produce", error=produce_txn(d, tid, t, 0, pid, epoch, 0, [b"late"]))
+    d.obs("aborted", **_until_state(d, tid, "CompleteAbort"))
+    d.obs("lso", offsets=stable_end(d, t, 0))
+    d.obs("fetch", **fetch_committed(d, t, 0))
+    d.obs("end-after-timeout", error=d.norm(end(d, tid, pid, epoch, True).error_code))
+    d.obs("produce-after-timeout", error=d.norm(produce_txn(d, tid, t, 0, pid, epoch, 1, [b"later"])))
+
+
+@scenario("txn")
+def a_read_committed_long_poll_is_answered_when_the_marker_lands(d: Driver):
+    """A READ_COMMITTED Fetch waiting at the last stable offset of an open transaction (nothing visible) is
+    answered with the records once the COMMIT marker is written, well before its max wait."""
+    t = d.create_topic("t", 1)
+    tid = d.topic("tx")
+    find(d, tid)
+    r = init(d, tid)
+    pid, epoch = r.producer_id, r.producer_epoch
+    add_partitions(d, tid, pid, epoch, {t: [0]})
+    produce_txn(d, tid, t, 0, pid, epoch, 0, [b"a", b"b"])
+    poll = d.conn("poll")
+    poll.send(FETCH, 12, {
+        "replica_id": -1, "max_wait": datetime.timedelta(milliseconds=8000), "min_bytes": 1, "max_bytes": 1 << 20,
+        "isolation_level": 1, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": t, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                                                "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}]}],
+        "forgotten_topics_data": [], "rack_id": "",
+    })
+    d.obs("waiting", answered_early=poll.ready(0.5))
+    d.obs("end", error=end(d, tid, pid, epoch, True).error_code)
+    answered = poll.ready(6.0)
+    p = poll.recv().responses[0].partitions[0] if answered else None
+    d.obs("answered", before_max_wait=answered, error=d.norm(p.error_code) if p else None, lso=p.last_stable_offset if p else None,
+          records=len(p.records or b"") > 0 if p else None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -114,6 +115,26 @@ def raise_open_files_limit() -> tuple[int, int] | None:
     return soft, soft
 
 
+def data_dir_problem(data_dir: Path) -> dict | None:
+    """Why this process cannot write ``data_dir`` (or create it), as log fields, or None.
+    Checked before the listeners open, so that a read-only or foreign-owned directory (a
+    bind mount in a container, typically) is reported as such and not as ``cannot listen``."""
+    target = Path(data_dir)
+    existing = target
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir() or os.access(existing, os.W_OK | os.X_OK):
+        return None  # writable, or something else is wrong that the broker reports itself
+    uid, gid = os.getuid(), os.getgid()
+    return {
+        "data_dir": str(target),
+        "not_writable": str(existing),
+        "uid": uid,
+        "gid": gid,
+        "fix": f"make {existing} writable by uid {uid}, e.g. `chown -R {uid}:{gid} <directory>` on the host for a bind mount, or use a named volume",
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     _skip_optional_imports()
     words = sys.argv[1:] if argv is None else argv
@@ -132,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     from .server import run
 
     logs.configure(cfg.log_format, cfg.log_level)
+    problem = data_dir_problem(cfg.data_dir)
+    if problem is not None:
+        logs.get_logger("cli").error("data directory not writable", **problem)
+        return 1
     limits = raise_open_files_limit()
     if limits is not None:
         logs.get_logger("cli").info("open files limit", soft_was=limits[0], soft=limits[1])

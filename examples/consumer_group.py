@@ -10,7 +10,10 @@ the cooperative-sticky assignor.
 
 An offset is stored only after its message is processed and committed in the
 background every second (and on a rebalance or exit), so a crash replays at
-most the last second of messages. SIGTERM or Ctrl-C leave the group cleanly.
+most the last second of messages. A message that is not a JSON order is
+reported and skipped, not retried: it would fail the same way every time.
+SIGTERM or Ctrl-C leave the group cleanly. The client id names the host (in
+a container, the container) and the process, so replicas can be told apart.
 Every option also reads an environment variable (BOOTSTRAP_SERVERS, GROUP_ID,
 ...), which is how docker-compose.yml configures it.
 
@@ -27,6 +30,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import sys
 import time
 
@@ -48,8 +52,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def process(message) -> None:
-    """The application's work; here, parse the order."""
-    json.loads(message.value())
+    """The application's work; here, parse the order. Raises ValueError (or TypeError,
+    for a message without a value) when it is not a JSON object."""
+    order = json.loads(message.value())
+    if not isinstance(order, dict):
+        raise ValueError(f"expected a JSON object, got {type(order).__name__}")
 
 
 def main(argv=None) -> int:
@@ -58,7 +65,8 @@ def main(argv=None) -> int:
         "bootstrap.servers": args.bootstrap,
         "group.id": args.group,
         "group.protocol": args.group_protocol,
-        "client.id": f"example-consumer-{os.getpid()}",
+        # containers all run this as pid 1: the host name (the container id) tells them apart
+        "client.id": f"example-consumer-{socket.gethostname()}-{os.getpid()}",
         "auto.offset.reset": "earliest",
         "enable.auto.commit": True,  # commits what was stored below, every auto.commit.interval.ms
         "enable.auto.offset.store": False,
@@ -83,7 +91,7 @@ def main(argv=None) -> int:
         print("revoked: " + (", ".join(f"{p.topic}-{p.partition}" for p in partitions) or "-"), flush=True)
 
     consumer.subscribe(args.topic, on_assign=on_assign, on_revoke=on_revoke)
-    processed = 0
+    processed = skipped = 0
     last_message = last_report = time.monotonic()
     try:
         while not stop:
@@ -92,9 +100,13 @@ def main(argv=None) -> int:
                     if msg.error().code() != KafkaError._PARTITION_EOF:
                         print(f"consumer error: {msg.error()}", file=sys.stderr, flush=True)
                     continue
-                process(msg)
+                try:
+                    process(msg)
+                    processed += 1
+                except (ValueError, TypeError) as exc:  # not JSON (JSONDecodeError is a ValueError), or no value at all
+                    skipped += 1
+                    print(f"skipped {msg.topic()}-{msg.partition()}@{msg.offset()}: not an order ({exc})", file=sys.stderr, flush=True)
                 consumer.store_offsets(message=msg)
-                processed += 1
                 last_message = time.monotonic()
                 if args.max_messages and processed >= args.max_messages:
                     stop = True
@@ -103,11 +115,11 @@ def main(argv=None) -> int:
             if args.idle_exit and now - last_message >= args.idle_exit:
                 break
             if now - last_report >= 5:
-                print(f"processed {processed}", flush=True)
+                print(f"processed {processed}, skipped {skipped}", flush=True)
                 last_report = now
     finally:
         consumer.close()  # commits the stored offsets and leaves the group
-    print(f"done: processed {processed}", flush=True)
+    print(f"done: processed {processed}, skipped {skipped}", flush=True)
     return 0
 
 

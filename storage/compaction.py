@@ -1,18 +1,64 @@
-"""Log compaction ("cleaner"): keep only the latest record per key.
+"""Log compaction ("cleaner"): keep only the latest record per key, transaction-aware.
 
-``compact`` cleans the non-active segments of a ``PartitionLog`` without
-blocking appends:
+``compact`` cleans a prefix of a ``PartitionLog``'s segments without blocking
+appends. The rules are Kafka 4.x's log cleaner's (``Cleaner``,
+``CleanedTransactionMetadata``, ``LogCleanerManager.cleanableOffsets``,
+``MemoryRecords.filterTo``):
 
-1. build an offset map (key -> latest committed offset) from the dirty part
-   of the log (offsets >= the log's ``_clean_upto``), along with each
-   producer's last batch and the aborted transactional batches;
-2. group the cleanable segments so that each group fits in one segment;
-3. per group, rewrite the batches (drop superseded records, expired
-   tombstones and aborted data; keep a producer's last batch, even emptied)
-   into ``<base>-<end>.cleaned``, rename it to ``.swap`` (the commit point),
-   swap the in-memory segment list, delete the old segments, and rename the
-   ``.swap`` file to the segment's ``.log`` name. Recovery (recovery.py)
-   deletes a leftover ``.cleaned`` and completes a leftover ``.swap``.
+* **What is cleaned.** The segments below the first uncleanable offset: the
+  smallest of the active segment's base offset, the last stable offset (no
+  data of an open transaction is ever cleaned, nor anything after it) and,
+  with ``min.compaction.lag.ms``, the first segment holding a record younger
+  than that; rounded down to the base offset of the segment that holds it.
+* **The offset map** (key -> latest offset) is built from the dirty part
+  (offsets from the log's ``_clean_upto``) up to that offset, leaving out the
+  batches of aborted transactions.
+* **Aborted transactions** are known from the partition's aborted-transaction
+  list (``TxnState.aborted``, what ``.txnindex`` files hold and what a
+  READ_COMMITTED fetch is told). Walking the log from its start, a
+  transaction's entry becomes "ongoing" once the walk reaches its first
+  offset; a transactional batch of that producer until the ABORT marker is
+  aborted data and is removed. Every other batch below the last stable offset
+  is committed (or not transactional) and is cleaned by key.
+* **Markers.** A COMMIT marker can go once no batch of its transaction is left
+  in the log (none was seen on this pass), an ABORT marker likewise; an empty
+  control batch can go at once. Like tombstones, such a marker is first given
+  a delete horizon (now + ``delete.retention.ms``, stored in the batch's first
+  timestamp with attribute bit 6, KIP-534) and removed by a later pass that
+  finds the horizon passed; a consumer that read the data meanwhile still
+  reads the marker. An ABORT whose transaction has no data left is dropped
+  from the aborted-transaction list (and so from the ``.txnindex``) on the
+  pass that finds it so, before its marker can go.
+* **Tombstones** (a key with a null value, the latest of its key) get a delete
+  horizon the first time they are cleaned and are removed once it passed.
+* **Producer state.** The batch holding a producer's last data (the last data
+  batch of its current epoch), or, when its current epoch has written only
+  markers, its markers of that epoch, are kept even when nothing in them is,
+  as a batch with no records (Kafka's ``RETAIN_EMPTY``), and so is the last
+  batch below the first uncleanable offset. A rewritten batch keeps its base
+  offset, last offset delta (the last sequence number), producer id, epoch,
+  base sequence and attributes.
+
+Deliberately different from Kafka: records without a key are kept (Kafka's
+cleaner drops them; kafkalite refuses them on compacted topics anyway), every
+producer id seen in the log counts as active (kafkalite has no
+``producer.id.expiration.ms``), and where Kafka would keep a control batch
+emptied of its record, the marker is kept whole (it means the same to every
+reader; see ``_EMPTY_CONTROL_BATCHES``).
+
+Each group of cleaned segments is written to ``<base>-<end>.cleaned``,
+renamed to ``.swap`` (the commit point), swapped into the in-memory segment
+list, the old segments deleted and the ``.swap`` renamed to the segment's
+``.log`` name; recovery (recovery.py) deletes a leftover ``.cleaned`` and
+completes a leftover ``.swap``. Aborted transactions dropped by a group are
+removed from the ``.txnindex`` files of its segments before its commit point,
+and from the in-memory list in the same locked step as the segment swap. So a
+reader, or a restart after a crash at any point, never finds an aborted
+transaction listed whose marker is gone (which would hide the producer's later
+committed data), nor aborted data without its entry. Transaction snapshots
+below the first uncleanable offset that list open transactions are removed
+first: replayed over a log whose markers were removed, they would leave those
+transactions open for ever.
 
 The functions here take the ``PartitionLog`` and work with its private
 state under its locks; see "Threading model" in log.py.
@@ -22,20 +68,25 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from protocol.crc import crc32c
 from protocol.records import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    LAST_OFFSET_DELTA_OFFSET,
     BatchHeader,
-    CorruptRecordError,
     build_batch,
     build_empty_batch,
     iter_records,
-    parse_control_key,
 )
 
-from .recovery import _fsync_dir, _unlink
+from .index import write_file_atomic
+from .recovery import MAX_SNAPSHOT_BYTES, _fsync_dir, _txn_files, _unlink
 from .segment import _REL_MAX, Segment, segment_name
+from .txn import ABORT, COMMIT, AbortedTxn, control_kind, decode_snapshot, encode_entries, read_bounded
 
 if TYPE_CHECKING:
     from .log import PartitionLog
@@ -46,7 +97,17 @@ __all__ = ["CompactionStats", "cleanable_info", "needs_compaction", "compact"]
 log = logging.getLogger("storage.log")
 
 _WRITE_CHUNK = 4 << 20
-_CONTROL_COMMIT = 1
+_NO_TIMESTAMP = -1
+# Kafka keeps a control batch it must retain but whose marker may go (its producer's last batch,
+# or the last batch below the first uncleanable offset) as a batch with no records. The group
+# coordinator's loader (broker/coordinator/loader.py) reads the first record of every control
+# batch, so until it accepts an empty one such a marker is kept whole: the same to every reader.
+_EMPTY_CONTROL_BATCHES = False
+
+_LOD = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+
+_EMPTY = "empty"  # a control batch with no records (an already cleaned marker)
 
 
 @dataclass(slots=True)
@@ -58,6 +119,10 @@ class CompactionStats:
     records_in: int = 0
     records_out: int = 0
     tombstones_dropped: int = 0
+    aborted_batches_dropped: int = 0  # batches of aborted transactions removed (or emptied)
+    markers_dropped: int = 0  # COMMIT/ABORT control batches removed
+    aborted_txns_dropped: int = 0  # aborted transactions taken off the .txnindex (no data left)
+    first_uncleanable: int = -1
     aborted: bool = False
 
 
@@ -65,17 +130,37 @@ class _Abort(Exception):
     pass
 
 
-def cleanable_info(plog: PartitionLog, now_ms: int | None = None) -> tuple[int, int, bool]:
-    """(dirty bytes, cleanable bytes, tombstone horizon passed) of the non-active segments."""
+# ---------------------------------------------------------------------------- what is cleanable
+
+
+def _cleanable_count(plog: PartitionLog, segs, now: int, lso: int, *, saved_only: bool) -> int:
+    """How many segments from the start are cleanable: non-active, below the segment holding
+    the last stable offset, older than min.compaction.lag.ms (and with saved indexes)."""
     cfg = plog.config
-    now = plog._now_ms() if now_ms is None else now_ms
-    segs = plog._view.segs[:-1]
     lag_limit = now - cfg.min_compaction_lag_ms
-    total = dirty = 0
-    horizon = False
-    for s in segs:
+    n = 0
+    for i in range(len(segs) - 1):
+        s = segs[i]
+        if segs[i + 1].base_offset > lso:
+            break  # s holds the last stable offset
+        if saved_only and not s.indexes_saved:
+            break
         if cfg.min_compaction_lag_ms > 0 and s.max_timestamp > lag_limit:
             break
+        n += 1
+    return n
+
+
+def cleanable_info(plog: PartitionLog, now_ms: int | None = None) -> tuple[int, int, bool]:
+    """(dirty bytes, cleanable bytes, delete horizon passed) of the cleanable segments."""
+    now = plog._now_ms() if now_ms is None else now_ms
+    with plog._lock:
+        segs = plog._view.segs
+        lso = plog.last_stable_offset
+    n = _cleanable_count(plog, segs, now, lso, saved_only=False)
+    total = dirty = 0
+    horizon = False
+    for s in segs[:n]:
         total += s.size
         if s.next_offset > plog._clean_upto:
             dirty += s.size
@@ -94,8 +179,114 @@ def needs_compaction(plog: PartitionLog, now_ms: int | None = None) -> bool:
     return dirty > 0 and total > 0 and dirty / total >= cfg.min_cleanable_dirty_ratio
 
 
+# ---------------------------------------------------------------------------- transactions
+
+
+class _TxnWalk:
+    """The transactions met while walking the log in offset order (Kafka's
+    CleanedTransactionMetadata): which data batches are aborted, which markers may go,
+    and which aborted transactions have no data left (``dropped``)."""
+
+    __slots__ = ("_todo", "_next", "_aborted", "_committed", "dropped")
+
+    def __init__(self, entries: list[AbortedTxn]) -> None:
+        self._todo = sorted(entries, key=lambda e: (e.first_offset, e.last_offset))
+        self._next = 0
+        self._aborted: dict[int, list] = {}  # producer id -> [entry, a batch of it was seen]
+        self._committed: set[int] = set()  # producers with a (non-aborted) transactional batch seen
+        self.dropped: list[AbortedTxn] = []
+
+    def _reach(self, offset: int) -> None:
+        todo = self._todo
+        i = self._next
+        while i < len(todo) and todo[i].first_offset <= offset:
+            e = todo[i]
+            self._aborted.setdefault(e.producer_id, [e, False])
+            i += 1
+        self._next = i
+
+    def on_data(self, hdr: BatchHeader) -> bool:
+        """A data batch; True if it belongs to an aborted transaction."""
+        self._reach(hdr.base_offset + hdr.last_offset_delta)
+        if not hdr.is_transactional or hdr.producer_id < 0:
+            return False
+        pid = hdr.producer_id
+        cur = self._aborted.get(pid)
+        if cur is not None:
+            if hdr.base_offset <= cur[0].last_offset:
+                cur[1] = True
+                return True
+            del self._aborted[pid]  # past its marker, which is not in the log: not this transaction
+        self._committed.add(pid)
+        return False
+
+    def on_marker(self, hdr: BatchHeader, kind) -> bool:
+        """A control batch (``kind``: ABORT, COMMIT, another type (None) or _EMPTY); True if
+        nothing of its transaction is left, so that it can go once its delete horizon passed."""
+        self._reach(hdr.base_offset + hdr.last_offset_delta)
+        if kind == _EMPTY:
+            return True
+        pid = hdr.producer_id
+        if kind == ABORT:
+            cur = self._aborted.pop(pid, None)
+            if cur is None:
+                return True
+            if cur[1]:
+                return False
+            self.dropped.append(cur[0])
+            return True
+        if kind == COMMIT:
+            if pid in self._committed:
+                self._committed.discard(pid)
+                return False
+            return True
+        return False
+
+
+def _marker_kind(hdr: BatchHeader, data):
+    if hdr.records_count <= 0:
+        return _EMPTY
+    return control_kind(data)
+
+
+class _Producers:
+    """Each producer's current epoch and last data offset in it (Kafka's ProducerStateEntry),
+    from the batch headers of the whole log."""
+
+    __slots__ = ("state",)
+
+    def __init__(self) -> None:
+        self.state: dict[int, list[int]] = {}  # producer id -> [epoch, last data offset or -1]
+
+    def see(self, hdr: BatchHeader) -> None:
+        pid = hdr.producer_id
+        if pid < 0:
+            return
+        st = self.state.get(pid)
+        if st is None:
+            st = self.state[pid] = [hdr.producer_epoch, -1]
+        elif st[0] != hdr.producer_epoch:
+            st[0] = hdr.producer_epoch
+            st[1] = -1
+        if not hdr.is_control:
+            st[1] = hdr.base_offset + hdr.last_offset_delta
+
+    def holds_last(self, hdr: BatchHeader) -> bool:
+        """Whether the batch carries its producer's last sequence number or, for a producer whose
+        epoch has no data, its epoch (a marker): it is kept, emptied if need be."""
+        st = self.state.get(hdr.producer_id)
+        if st is None:
+            return False
+        if st[1] >= 0:
+            return hdr.base_offset + hdr.last_offset_delta == st[1]
+        return hdr.is_control and hdr.producer_epoch == st[0]
+
+
+# ---------------------------------------------------------------------------- compaction
+
+
 def compact(plog: PartitionLog, now_ms: int | None = None) -> CompactionStats | None:
-    """Clean the non-active segments (keep the latest record per key).
+    """Clean the cleanable segments (keep the latest record per key; see the module doc).
 
     Runs without blocking appends: reads a snapshot, writes cleaned segments
     to ``<base>-<end>.cleaned``, renames to ``.swap`` (the commit point), swaps
@@ -116,25 +307,29 @@ def compact(plog: PartitionLog, now_ms: int | None = None) -> CompactionStats | 
             epoch = plog._epoch
             active_end = view.segs[-1].size
             clean_upto = plog._clean_upto
+            lso = plog.last_stable_offset
+            txn = plog._txn
+            tracked = txn.tracked
+            entries = list(txn.aborted)
         segs = view.segs
-        lag_limit = now - cfg.min_compaction_lag_ms
-        cleanable: list[Segment] = []
-        for s in segs[:-1]:
-            if not s.indexes_saved:
-                break
-            if cfg.min_compaction_lag_ms > 0 and s.max_timestamp > lag_limit:
-                break
-            cleanable.append(s)
-        if not cleanable:
+        n = _cleanable_count(plog, segs, now, lso, saved_only=True)
+        if n == 0:
             return None
-        first_uncleanable = segs[len(cleanable)].base_offset
-        stats = CompactionStats()
+        cleanable = list(segs[:n])
+        first_uncleanable = segs[n].base_offset
+        entries = [e for e in entries if e.first_offset < first_uncleanable]
+        stats = CompactionStats(first_uncleanable=first_uncleanable)
         try:
-            offset_map, producer_last, aborted = _build_offset_map(plog, segs, active_end, clean_upto)
+            offset_map, producers = _build_offset_map(plog, segs, n, active_end, clean_upto, entries, epoch)
+            drop_markers = _drop_stale_snapshots(plog, first_uncleanable) if tracked else True
+            walk = _TxnWalk(entries)
             groups = _group_segments(plog, cleanable)
             for group in groups:
                 after = segs[segs.index(group[-1]) + 1]
-                _clean_group(plog, group, after.base_offset, offset_map, producer_last, aborted, now, epoch, stats)
+                _clean_group(
+                    plog, segs, group, after.base_offset, first_uncleanable, offset_map, producers, walk,
+                    entries, drop_markers, now, epoch, stats,
+                )
         except _Abort:
             stats.aborted = True
             return stats
@@ -148,9 +343,11 @@ def compact(plog: PartitionLog, now_ms: int | None = None) -> CompactionStats | 
             if plog._epoch == epoch:
                 plog._clean_upto = max(plog._clean_upto, first_uncleanable)
         log.info(
-            "compaction of %s: %d -> %d segments, %d -> %d bytes, %d -> %d records",
-            plog.path, stats.segments_in, stats.segments_out, stats.bytes_in, stats.bytes_out,
-            stats.records_in, stats.records_out,
+            "compaction of %s below offset %d: %d -> %d segments, %d -> %d bytes, %d -> %d records "
+            "(%d aborted batches, %d markers, %d tombstones removed)",
+            plog.path, first_uncleanable, stats.segments_in, stats.segments_out, stats.bytes_in, stats.bytes_out,
+            stats.records_in, stats.records_out, stats.aborted_batches_dropped, stats.markers_dropped,
+            stats.tombstones_dropped,
         )
         return stats
 
@@ -161,71 +358,68 @@ def _check_abort(plog: PartitionLog, epoch: int) -> None:
 
 
 def _build_offset_map(
-    plog: PartitionLog, segs: tuple[Segment, ...], active_end: int, clean_upto: int
-) -> tuple[dict[bytes, int], dict[int, int], set[int]]:
-    """key -> latest committed offset (dirty part), producer -> last batch offset,
-    and base offsets of aborted transactional batches."""
+    plog: PartitionLog,
+    segs: tuple[Segment, ...],
+    n: int,
+    active_end: int,
+    clean_upto: int,
+    entries: list[AbortedTxn],
+    epoch: int,
+) -> tuple[dict[bytes, int], _Producers]:
+    """key -> latest offset among the committed and plain records of the dirty cleanable part
+    (offsets in [clean_upto, first uncleanable)), and the producers' state of the whole log."""
     offset_map: dict[bytes, int] = {}
-    producer_last: dict[int, int] = {}
-    aborted: set[int] = set()
-    open_txns: dict[int, list[tuple[int, list[tuple[bytes, int]] | None]]] = {}
-    epoch = plog._epoch
+    producers = _Producers()
+    walk = _TxnWalk(entries)
     last_index = len(segs) - 1
     for i, seg in enumerate(segs):
         _check_abort(plog, epoch)
         end = active_end if i == last_index else seg.size
-        if seg.next_offset <= clean_upto and i != last_index:
-            # clean section: headers only (control batches decoded individually)
-            for pos, hdr in seg.iter_headers(0, end):
-                if hdr.producer_id >= 0:
-                    producer_last[hdr.producer_id] = hdr.base_offset + hdr.last_offset_delta
-                if hdr.is_transactional:
-                    if hdr.is_control:
-                        _end_txn(seg.fh.pread(hdr.size, pos), hdr, open_txns, offset_map, aborted)
-                    else:
-                        open_txns.setdefault(hdr.producer_id, []).append((hdr.base_offset, None))
+        if i >= n or seg.next_offset <= clean_upto:
+            for _pos, hdr in seg.iter_headers(0, end):
+                producers.see(hdr)
             continue
         for _pos, hdr, data in seg.iter_batches(0, end):
             if plog._closing:
                 raise _Abort()
-            last = hdr.base_offset + hdr.last_offset_delta
-            if hdr.producer_id >= 0:
-                producer_last[hdr.producer_id] = last
+            producers.see(hdr)
             if hdr.is_control:
-                if hdr.is_transactional:
-                    _end_txn(data, hdr, open_txns, offset_map, aborted)
+                walk.on_marker(hdr, _marker_kind(hdr, data) if hdr.is_transactional else None)
                 continue
-            dirty = last >= clean_upto
-            if hdr.is_transactional:
-                keys = None
-                if dirty:
-                    keys = [(r.key, r.offset) for r in iter_records(data) if r.key is not None]
-                open_txns.setdefault(hdr.producer_id, []).append((hdr.base_offset, keys))
-            elif dirty:
-                for r in iter_records(data):
-                    if r.key is not None:
-                        offset_map[r.key] = r.offset
-    return offset_map, producer_last, aborted
+            if walk.on_data(hdr) or hdr.base_offset + hdr.last_offset_delta < clean_upto:
+                continue
+            for r in iter_records(data):
+                if r.key is not None and r.offset >= clean_upto:
+                    offset_map[r.key] = r.offset
+    return offset_map, producers
 
 
-def _end_txn(data, hdr: BatchHeader, open_txns, offset_map: dict[bytes, int], aborted: set[int]) -> None:
-    txn = open_txns.pop(hdr.producer_id, [])
-    commit = False
+def _drop_stale_snapshots(plog: PartitionLog, first_uncleanable: int) -> bool:
+    """Remove the transaction snapshots below ``first_uncleanable`` that list open transactions
+    (a marker this pass removes could close one of them); False if one of them is the newest
+    snapshot, which stays (it says the partition has seen transactions): then no marker goes."""
     try:
-        for rec in iter_records(data):
-            commit = parse_control_key(rec.key)[1] == _CONTROL_COMMIT
-            break
-    except (CorruptRecordError, ValueError):
-        return
-    if commit:
-        for _base, keys in txn:
-            if keys:
-                for k, off in keys:
-                    if off > offset_map.get(k, -1):
-                        offset_map[k] = off
-    else:
-        for base, _keys in txn:
-            aborted.add(base)
+        snaps = _txn_files(plog.path)[1]
+    except OSError:
+        return False
+    newest = max(snaps) if snaps else None
+    ok = True
+    removed = False
+    for off, name in snaps.items():
+        if off >= first_uncleanable:
+            continue
+        data = read_bounded(plog.path / name, MAX_SNAPSHOT_BYTES)
+        got = decode_snapshot(data, off) if data is not None else None
+        if got == []:
+            continue  # nothing open there: still true of the cleaned log
+        if off == newest:
+            ok = False
+            continue
+        _unlink(plog.path / name)
+        removed = True
+    if removed and plog.config.fsync != "never":
+        _fsync_dir(plog.path)
+    return ok
 
 
 def _group_segments(plog: PartitionLog, segs: list[Segment]) -> list[list[Segment]]:
@@ -250,13 +444,56 @@ def _group_segments(plog: PartitionLog, segs: list[Segment]) -> list[list[Segmen
     return groups
 
 
+def _rebuilt(records, hdr: BatchHeader, horizon: int | None) -> bytes:
+    """``records`` (some of the batch's) as a batch with ``hdr``'s offsets, producer fields and
+    attributes; the last offset delta stays the original's (it gives the last sequence number)."""
+    batch = bytearray(build_batch(
+        records,
+        base_offset=hdr.base_offset,
+        compression=hdr.compression,
+        producer_id=hdr.producer_id,
+        producer_epoch=hdr.producer_epoch,
+        base_sequence=hdr.base_sequence,
+        is_transactional=hdr.is_transactional,
+        is_control=hdr.is_control,
+        timestamp_type=hdr.timestamp_type,
+        partition_leader_epoch=hdr.partition_leader_epoch,
+        delete_horizon_ms=horizon,
+    ))
+    if _LOD.unpack_from(batch, LAST_OFFSET_DELTA_OFFSET)[0] != hdr.last_offset_delta:
+        _LOD.pack_into(batch, LAST_OFFSET_DELTA_OFFSET, hdr.last_offset_delta)
+        _U32.pack_into(batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+    return bytes(batch)
+
+
+def _emptied(hdr: BatchHeader) -> bytes:
+    """The batch as Kafka keeps one whose records all went: its header, no records."""
+    return build_empty_batch(
+        base_offset=hdr.base_offset,
+        last_offset_delta=hdr.last_offset_delta,
+        base_timestamp=_NO_TIMESTAMP,
+        max_timestamp=hdr.max_timestamp,
+        producer_id=hdr.producer_id,
+        producer_epoch=hdr.producer_epoch,
+        base_sequence=hdr.base_sequence,
+        is_transactional=hdr.is_transactional,
+        is_control=hdr.is_control,
+        timestamp_type=hdr.timestamp_type,
+        partition_leader_epoch=hdr.partition_leader_epoch,
+    )
+
+
 def _clean_group(
     plog: PartitionLog,
+    segs: tuple[Segment, ...],
     group: list[Segment],
     end_base: int,
+    first_uncleanable: int,
     offset_map: dict[bytes, int],
-    producer_last: dict[int, int],
-    aborted: set[int],
+    producers: _Producers,
+    walk: _TxnWalk,
+    entries: list[AbortedTxn],
+    drop_markers: bool,
     now: int,
     epoch: int,
     stats: CompactionStats,
@@ -268,6 +505,7 @@ def _clean_group(
     cleaned_path = d / (stem + ".cleaned")
     swap_path = d / (stem + ".swap")
     new = Segment.create(d, base, cfg.segment_index_bytes, cfg.index_interval_bytes, path=cleaned_path)
+    dropped_before = len(walk.dropped)
     committed = False
     try:
         out: list[bytes | memoryview] = []
@@ -294,68 +532,73 @@ def _clean_group(
                 _check_abort(plog, epoch)
                 last = hdr.base_offset + hdr.last_offset_delta
                 stats.records_in += hdr.records_count
-                if hdr.is_control:
-                    stats.records_out += hdr.records_count
-                    emit(bytes(data), last, hdr.max_timestamp)
-                    continue
                 horizon = hdr.delete_horizon_ms
-                if hdr.is_transactional and hdr.base_offset in aborted:
-                    records = []
-                    retained = []
-                    has_tombstone = False
+                control = hdr.is_control
+                if control:
+                    kind = _marker_kind(hdr, data) if hdr.is_transactional else None
+                    may_go = walk.on_marker(hdr, kind)
+                    discard = may_go and drop_markers and horizon is not None and horizon <= now
                 else:
-                    records = list(iter_records(data))
-                    retained = []
-                    has_tombstone = False
-                    for r in records:
-                        k = r.key
-                        if k is not None:
-                            latest = offset_map.get(k)
-                            if latest is not None and latest > r.offset:
+                    may_go = discard = walk.on_data(hdr)
+                keep_empty = (hdr.producer_id >= 0 and producers.holds_last(hdr)) or last + 1 == first_uncleanable
+                if discard and not keep_empty:
+                    if control:
+                        stats.markers_dropped += 1
+                    else:
+                        stats.aborted_batches_dropped += 1
+                    continue
+                if discard:
+                    if not control:
+                        stats.aborted_batches_dropped += 1
+                    if control and not _EMPTY_CONTROL_BATCHES and hdr.records_count > 0:
+                        # kept whole (see _EMPTY_CONTROL_BATCHES); its horizon is not a reason to clean again
+                        stats.records_out += hdr.records_count
+                        emit(data, last, hdr.max_timestamp)
+                    else:
+                        emit(_emptied(hdr), last, hdr.max_timestamp)
+                    continue
+                if control:
+                    # a marker with nothing of its transaction left gets its delete horizon
+                    stats.records_out += hdr.records_count
+                    if hdr.records_count > 0 and may_go and horizon is None:
+                        horizon = now + cfg.delete_retention_ms
+                        emit(_rebuilt(list(iter_records(data)), hdr, horizon), last, hdr.max_timestamp)
+                    elif hdr.records_count > 0 or keep_empty:
+                        emit(data, last, hdr.max_timestamp)
+                    else:
+                        stats.markers_dropped += 1  # an empty control batch no one needs
+                        continue
+                    if hdr.records_count > 0 and may_go and drop_markers:  # it goes once this passed
+                        min_horizon = horizon if min_horizon is None else min(min_horizon, horizon)
+                    continue
+                records = list(iter_records(data))
+                retained = []
+                has_tombstone = False
+                for r in records:
+                    k = r.key
+                    if k is not None:
+                        latest = offset_map.get(k)
+                        if latest is not None and latest > r.offset:
+                            continue
+                        if r.value is None:
+                            if horizon is not None and horizon <= now:
+                                stats.tombstones_dropped += 1
                                 continue
-                            if r.value is None:
-                                if horizon is not None and horizon <= now:
-                                    stats.tombstones_dropped += 1
-                                    continue
-                                has_tombstone = True
-                        retained.append(r)
-                new_horizon = None
-                if has_tombstone:
-                    new_horizon = horizon if horizon is not None else now + cfg.delete_retention_ms
-                    min_horizon = new_horizon if min_horizon is None else min(min_horizon, new_horizon)
-                if retained and len(retained) == len(records) and new_horizon == horizon:
+                            has_tombstone = True
+                    retained.append(r)
+                if retained:
                     stats.records_out += len(retained)
-                    emit(bytes(data), last, hdr.max_timestamp)
-                elif retained:
-                    stats.records_out += len(retained)
-                    batch = build_batch(
-                        retained,
-                        base_offset=hdr.base_offset,
-                        compression=hdr.compression,
-                        producer_id=hdr.producer_id,
-                        producer_epoch=hdr.producer_epoch,
-                        base_sequence=hdr.base_sequence,
-                        is_transactional=hdr.is_transactional,
-                        timestamp_type=hdr.timestamp_type,
-                        partition_leader_epoch=hdr.partition_leader_epoch,
-                        delete_horizon_ms=new_horizon,
-                    )
-                    emit(batch, retained[-1].offset, max(r.timestamp for r in retained))
-                elif hdr.producer_id >= 0 and producer_last.get(hdr.producer_id) == last:
-                    # keep an empty batch: the producer's last sequence/epoch must survive
-                    batch = build_empty_batch(
-                        base_offset=hdr.base_offset,
-                        last_offset_delta=hdr.last_offset_delta,
-                        base_timestamp=hdr.base_timestamp if horizon is None else hdr.max_timestamp,
-                        max_timestamp=hdr.max_timestamp,
-                        producer_id=hdr.producer_id,
-                        producer_epoch=hdr.producer_epoch,
-                        base_sequence=hdr.base_sequence,
-                        is_transactional=hdr.is_transactional,
-                        timestamp_type=hdr.timestamp_type,
-                        partition_leader_epoch=hdr.partition_leader_epoch,
-                    )
-                    emit(batch, last, hdr.max_timestamp)
+                    set_horizon = has_tombstone and horizon is None
+                    if set_horizon:
+                        horizon = now + cfg.delete_retention_ms
+                    if has_tombstone:
+                        min_horizon = horizon if min_horizon is None else min(min_horizon, horizon)
+                    if len(retained) == len(records) and not set_horizon:
+                        emit(data, last, hdr.max_timestamp)
+                    else:
+                        emit(_rebuilt(retained, hdr, horizon), last, max(r.timestamp for r in retained))
+                elif keep_empty:
+                    emit(_emptied(hdr), last, hdr.max_timestamp)
         if out:
             new.fh.pwrite_all(b"".join(out), written)
             written += out_len
@@ -363,11 +606,14 @@ def _clean_group(
         new.size = written
         new.seal()
         new.min_delete_horizon = min_horizon
-        if cfg.fsync != "never":
+        sync = cfg.fsync != "never"
+        if sync:
             new.fh.fsync()
         new.flushed_size = written
+        dropped = walk.dropped[dropped_before:]
+        if dropped:
+            _drop_from_txn_indexes(plog, segs, group, entries, dropped, sync)
         _hook(plog, "cleaned")
-        sync = cfg.fsync != "never"
         os.replace(cleaned_path, swap_path)  # commit point
         if sync:
             _fsync_dir(d)
@@ -386,7 +632,10 @@ def _clean_group(
             ):
                 raise _Abort()
             plog._view = plog._view.with_segments(cur[:i] + (new,) + cur[i + len(group):])
+            if dropped:  # in the same step: a reader never sees a marker gone and its entry still there
+                plog._txn = plog._txn.without_aborted({e.last_offset for e in dropped})
             committed = True
+        stats.aborted_txns_dropped += len(dropped)
         for seg in group:
             seg.delete_files()
         _hook(plog, "deleted")
@@ -402,6 +651,36 @@ def _clean_group(
             _unlink(swap_path)
             new.fh.close()
         raise
+
+
+def _drop_from_txn_indexes(
+    plog: PartitionLog,
+    segs: tuple[Segment, ...],
+    group: list[Segment],
+    entries: list[AbortedTxn],
+    dropped: list[AbortedTxn],
+    sync: bool,
+) -> None:
+    """Before the group's commit point: rewrite the .txnindex of each of its segments holding an
+    aborted transaction being dropped (they have no data left, so the old segments read the same
+    without them). After a crash at any later point recovery finds them gone from the files."""
+    gone = {e.last_offset for e in dropped}
+    bases = [s.base_offset for s in segs]
+    for seg in group:
+        i = bases.index(seg.base_offset)
+        lo = seg.base_offset
+        hi = bases[i + 1] if i + 1 < len(bases) else None
+        mine = [e for e in entries if e.last_offset >= lo and (hi is None or e.last_offset < hi)]
+        if not any(e.last_offset in gone for e in mine):
+            continue
+        keep = [e for e in mine if e.last_offset not in gone]
+        seg.close_txn_index()
+        if keep:
+            write_file_atomic(seg.txnindex_path, encode_entries(keep), fsync=sync)
+        else:
+            _unlink(seg.txnindex_path)
+    if sync:
+        _fsync_dir(plog.path)
 
 
 def _hook(plog: PartitionLog, stage: str) -> None:

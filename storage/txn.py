@@ -43,7 +43,9 @@ replays the whole log. Files that do not parse (wrong size, garbage, entries out
 order or outside their segment) are rebuilt from the replay.
 
 Nothing here locks: ``PartitionLog`` changes a ``TxnState`` only under its own lock,
-and only from the thread that appends.
+and only from the thread that appends; compaction (storage/compaction.py) replaces it,
+under that lock, with one without the aborted transactions it found no data left of
+(``without_aborted``).
 """
 
 from __future__ import annotations
@@ -200,6 +202,19 @@ class TxnState:
             del self.aborted[:k]
             del self.lasts[:k]
             del self.lsos[:k]
+
+    def without_aborted(self, markers: set[int]) -> TxnState:
+        """A new state without the aborted transactions whose marker offset is in ``markers``
+        (compaction: their data is gone). It shares the open transactions; the aborted lists are
+        new, so a reader still holding this state sees it whole and unchanged."""
+        new = TxnState(tracked=self.tracked)
+        new.open = self.open
+        new.firsts = self.firsts
+        keep = [i for i, last in enumerate(self.lasts) if last not in markers]
+        new.aborted = [self.aborted[i] for i in keep]
+        new.lasts = [self.lasts[i] for i in keep]
+        new.lsos = [self.lsos[i] for i in keep]
+        return new
 
     # -- queries
     @property

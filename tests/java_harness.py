@@ -1,20 +1,28 @@
-"""Kafka's own Java clients (kafka-clients 4.1.0) as child processes, for interop tests.
+"""Java programs of ``tests/java/`` as child processes, for interop tests.
 
-``tests/java/clients/Harness.java`` is a small program around the producer, the
-consumer (classic and KIP-848 protocols) and the admin client; it prints one JSON
-object per line on stdout (``{"event": "assigned", "partitions": [[topic, p], ...]}``
-and so on) and takes commands on stdin. This module builds it once and runs it:
+Two programs are built and run the same way (a ``JavaProgram`` each):
 
-* its jars come from Maven Central: ``tests/java/clients/pom.xml`` names them and
-  ``mvn dependency:copy-dependencies`` copies them into a cache outside the
-  repository (``$KAFKALITE_JAVA_CLIENTS_HOME`` or ``~/.cache/kafkalite/java-clients-4.1.0``);
-* ``javac`` compiles Harness.java into ``classes-<hash>`` in the same cache, the
-  hash covering the source and the POM, so an edit rebuilds and nothing lands in
-  the repository.
+* ``HARNESS``, ``tests/java/clients/Harness.java``: a small program around Kafka's
+  own Java clients (kafka-clients 4.1.0): the producer, the consumer (classic and
+  KIP-848 protocols) and the admin client;
+* ``STREAMS``, ``tests/java/streams/WordCount.java``: a Kafka Streams 4.1.0 word
+  count under ``processing.guarantee=exactly_once_v2``.
 
-``available()`` says whether that is possible here (Java 17+, javac, and mvn for
-the first fetch); ``JavaClient`` runs one harness process (``run_java`` runs one to
-completion).
+Each prints one JSON object per line on stdout (``{"event": "assigned",
+"partitions": [[topic, p], ...]}`` and so on) and takes commands on stdin. For
+each, this module:
+
+* copies the jars its ``pom.xml`` names from Maven Central with ``mvn
+  dependency:copy-dependencies`` into a cache outside the repository (for the
+  harness ``$KAFKALITE_JAVA_CLIENTS_HOME`` or ``~/.cache/kafkalite/java-clients-4.1.0``,
+  for Streams ``$KAFKALITE_KAFKA_STREAMS_HOME`` or ``~/.cache/kafkalite/kafka-streams-4.1.0``);
+* compiles its ``*.java`` with ``javac`` into ``classes-<hash>`` in the same
+  cache, the hash covering the sources and the POM, so an edit rebuilds and
+  nothing lands in the repository.
+
+``available()`` (``program.available()``) says whether that is possible here
+(Java 17+, javac, and mvn for the first fetch); ``JavaClient`` runs one program
+process (the harness unless told otherwise; ``run_java`` runs one to completion).
 """
 
 from __future__ import annotations
@@ -35,122 +43,148 @@ from pathlib import Path
 from tests.reference_kafka import MIN_JAVA, _die_with_parent, _java_major
 
 ROOT = Path(__file__).resolve().parent.parent
-SRC_DIR = ROOT / "tests" / "java" / "clients"
 KAFKA_CLIENTS_VERSION = "4.1.0"
-HOME = Path(os.environ.get("KAFKALITE_JAVA_CLIENTS_HOME") or Path.home() / ".cache" / "kafkalite" / f"java-clients-{KAFKA_CLIENTS_VERSION}")
-LIBS = HOME / "libs"
-_LIBS_COMPLETE = LIBS / ".complete"  # names the POM the jars came from
+CACHE = Path.home() / ".cache" / "kafkalite"
 # quick JVM start for short-lived client processes on a small machine
 JVM_FLAGS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
              "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-Dorg.slf4j.simpleLogger.showDateTime=true"]
 
-_availability: tuple[bool, str] | None = None
-_classes: Path | None = None
+
+class JavaProgram:
+    """The ``*.java`` of one directory under tests/java, compiled against the jars its POM names.
+
+    ``main`` is the class to run; ``marker_jar`` a glob of the jar that the Maven
+    copy must have produced; ``what`` names the dependency in messages.
+    """
+
+    def __init__(self, src_dir: Path, home: Path, main: str, marker_jar: str, what: str) -> None:
+        self.src_dir = src_dir
+        self.home = home
+        self.libs = home / "libs"
+        self.main = main
+        self.marker_jar = marker_jar
+        self.what = what
+        self._classes: Path | None = None
+        self._availability: tuple[bool, str] | None = None
+
+    def _source_hash(self) -> str:
+        h = hashlib.sha256()
+        for f in sorted(self.src_dir.glob("*.java")) + [self.src_dir / "pom.xml"]:
+            h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+        return h.hexdigest()[:16]
+
+    def _fetch_libs(self, timeout: float = 900.0) -> None:
+        stamp = (self.src_dir / "pom.xml").read_text()
+        complete = self.libs / ".complete"  # names the POM the jars came from
+        with contextlib.suppress(OSError):
+            if complete.read_text() == stamp:
+                return
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise RuntimeError(f"mvn (Apache Maven) is not on PATH; it is needed once to fetch {self.what}")
+        staging = Path(tempfile.mkdtemp(prefix="libs-", dir=self.home))
+        try:
+            proc = subprocess.run(
+                [mvn, "-B", "-q", "-f", str(self.src_dir / "pom.xml"), "dependency:copy-dependencies",
+                 "-DincludeScope=runtime", f"-DoutputDirectory={staging}"],
+                capture_output=True, text=True, timeout=timeout,
+            )
+            if proc.returncode != 0 or not list(staging.glob(self.marker_jar)):
+                tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+                raise RuntimeError(f"mvn could not fetch {self.what} (exit {proc.returncode}):\n{tail}")
+            shutil.rmtree(self.libs, ignore_errors=True)
+            staging.rename(self.libs)
+            complete.write_text(stamp)
+        except subprocess.TimeoutExpired as e:
+            raise RuntimeError(f"mvn did not finish fetching {self.what} within {timeout:.0f}s") from e
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def build(self) -> Path:
+        """Fetch the jars and compile the sources once; return the classes directory."""
+        if self._classes is not None:
+            return self._classes
+        self.home.mkdir(parents=True, exist_ok=True)
+        classes = self.home / f"classes-{self._source_hash()}"
+        with open(self.home / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self._fetch_libs()
+            if not (classes / f"{self.main}.class").exists():
+                staging = Path(tempfile.mkdtemp(prefix="classes-", dir=self.home))
+                try:
+                    javac = shutil.which("javac") or "javac"
+                    proc = subprocess.run(
+                        [javac, "-encoding", "UTF-8", "-d", str(staging), "-cp", f"{self.libs}/*",
+                         *map(str, sorted(self.src_dir.glob("*.java")))],
+                        capture_output=True, text=True, timeout=300,
+                    )
+                    if proc.returncode != 0:
+                        raise RuntimeError(f"javac failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
+                    shutil.rmtree(classes, ignore_errors=True)
+                    staging.rename(classes)
+                finally:
+                    shutil.rmtree(staging, ignore_errors=True)
+        self._classes = classes
+        return classes
+
+    def available(self) -> tuple[bool, str]:
+        """(True, "") if the program can run here, else (False, why not). Builds on first use."""
+        if self._availability is None:
+            self._availability = self._check_available()
+        return self._availability
+
+    def _check_available(self) -> tuple[bool, str]:
+        if os.environ.get("KAFKALITE_NO_JAVA_CLIENTS"):
+            return False, "Java client tests disabled by KAFKALITE_NO_JAVA_CLIENTS"
+        java = shutil.which("java")
+        if java is None:
+            return False, f"java is not on PATH ({self.what} needs Java {MIN_JAVA}+ here)"
+        major = _java_major(java)
+        if major is None or major < MIN_JAVA:
+            return False, f"{self.src_dir.name}/{self.main}.java needs Java {MIN_JAVA}+, found {major or 'an unknown version'}"
+        if shutil.which("javac") is None:
+            return False, f"javac is not on PATH (a JDK, not only a JRE, is needed to compile {self.main}.java)"
+        try:
+            self.build()
+        except Exception as e:  # noqa: BLE001 - any failure means "skip, and say why"
+            return False, f"{self.main}.java unavailable: {e}"
+        return True, ""
+
+    def command(self, *args: str) -> list[str]:
+        classes = self.build()
+        return [shutil.which("java") or "java", *JVM_FLAGS, "-cp", f"{classes}:{self.libs}/*", self.main, *map(str, args)]
 
 
-def _source_hash() -> str:
-    h = hashlib.sha256()
-    for f in sorted(SRC_DIR.glob("*.java")) + [SRC_DIR / "pom.xml"]:
-        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+HARNESS = JavaProgram(
+    ROOT / "tests" / "java" / "clients",
+    Path(os.environ.get("KAFKALITE_JAVA_CLIENTS_HOME") or CACHE / f"java-clients-{KAFKA_CLIENTS_VERSION}"),
+    "Harness", "kafka-clients-*.jar", f"kafka-clients {KAFKA_CLIENTS_VERSION}",
+)
+STREAMS = JavaProgram(
+    ROOT / "tests" / "java" / "streams",
+    Path(os.environ.get("KAFKALITE_KAFKA_STREAMS_HOME") or CACHE / f"kafka-streams-{KAFKA_CLIENTS_VERSION}"),
+    "WordCount", "kafka-streams-*.jar", f"kafka-streams {KAFKA_CLIENTS_VERSION}",
+)
+# the harness's names, as they were before there were two programs
+SRC_DIR, HOME, LIBS = HARNESS.src_dir, HARNESS.home, HARNESS.libs
+build = HARNESS.build
+available = HARNESS.available
 
 
-def _fetch_libs(timeout: float = 900.0) -> None:
-    stamp = (SRC_DIR / "pom.xml").read_text()
-    with contextlib.suppress(OSError):
-        if _LIBS_COMPLETE.read_text() == stamp:
-            return
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise RuntimeError("mvn (Apache Maven) is not on PATH; it is needed once to fetch kafka-clients")
-    staging = Path(tempfile.mkdtemp(prefix="libs-", dir=HOME))
-    try:
-        proc = subprocess.run(
-            [mvn, "-B", "-q", "-f", str(SRC_DIR / "pom.xml"), "dependency:copy-dependencies",
-             "-DincludeScope=runtime", f"-DoutputDirectory={staging}"],
-            capture_output=True, text=True, timeout=timeout,
-        )
-        if proc.returncode != 0 or not list(staging.glob("kafka-clients-*.jar")):
-            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-            raise RuntimeError(f"mvn could not fetch kafka-clients {KAFKA_CLIENTS_VERSION} (exit {proc.returncode}):\n{tail}")
-        shutil.rmtree(LIBS, ignore_errors=True)
-        staging.rename(LIBS)
-        _LIBS_COMPLETE.write_text(stamp)
-    except subprocess.TimeoutExpired as e:
-        raise RuntimeError(f"mvn did not finish fetching kafka-clients within {timeout:.0f}s") from e
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def build() -> Path:
-    """Fetch the jars and compile the harness once; return the classes directory."""
-    global _classes
-    if _classes is not None:
-        return _classes
-    HOME.mkdir(parents=True, exist_ok=True)
-    classes = HOME / f"classes-{_source_hash()}"
-    with open(HOME / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        _fetch_libs()
-        if not (classes / "Harness.class").exists():
-            staging = Path(tempfile.mkdtemp(prefix="classes-", dir=HOME))
-            try:
-                javac = shutil.which("javac") or "javac"
-                proc = subprocess.run(
-                    [javac, "-encoding", "UTF-8", "-d", str(staging), "-cp", f"{LIBS}/*", *map(str, sorted(SRC_DIR.glob("*.java")))],
-                    capture_output=True, text=True, timeout=300,
-                )
-                if proc.returncode != 0:
-                    raise RuntimeError(f"javac failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
-                shutil.rmtree(classes, ignore_errors=True)
-                staging.rename(classes)
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
-    _classes = classes
-    return classes
-
-
-def available() -> tuple[bool, str]:
-    """(True, "") if the Java harness can run here, else (False, why not). Builds on first use."""
-    global _availability
-    if _availability is None:
-        _availability = _check_available()
-    return _availability
-
-
-def _check_available() -> tuple[bool, str]:
-    if os.environ.get("KAFKALITE_NO_JAVA_CLIENTS"):
-        return False, "Java client tests disabled by KAFKALITE_NO_JAVA_CLIENTS"
-    java = shutil.which("java")
-    if java is None:
-        return False, f"java is not on PATH (kafka-clients {KAFKA_CLIENTS_VERSION} needs Java {MIN_JAVA}+ here)"
-    major = _java_major(java)
-    if major is None or major < MIN_JAVA:
-        return False, f"the Java client harness needs Java {MIN_JAVA}+, found {major or 'an unknown version'}"
-    if shutil.which("javac") is None:
-        return False, "javac is not on PATH (a JDK, not only a JRE, is needed to compile the harness)"
-    try:
-        build()
-    except Exception as e:  # noqa: BLE001 - any failure means "skip, and say why"
-        return False, f"Java client harness unavailable: {e}"
-    return True, ""
-
-
-def _command(mode: str, bootstrap: str, *args: str) -> list[str]:
-    classes = build()
-    return [shutil.which("java") or "java", *JVM_FLAGS, "-cp", f"{classes}:{LIBS}/*", "Harness", mode, "--bootstrap", bootstrap, *map(str, args)]
+def _command(mode: str, bootstrap: str, *args: str, program: JavaProgram = HARNESS) -> list[str]:
+    return program.command(mode, "--bootstrap", bootstrap, *args)
 
 
 class JavaClient:
-    """One running harness process; its JSON events accumulate in ``events``.
+    """One running program process (the harness by default); its JSON events accumulate in ``events``.
 
     ``wait_for(pred)`` waits (bounded) for an event matching ``pred``; ``send(cmd)``
     writes a stdin command; ``close()`` sends "quit" and waits, killing on timeout.
     """
 
-    def __init__(self, mode: str, bootstrap: str, *args: str, name: str = "java") -> None:
+    def __init__(self, mode: str, bootstrap: str, *args: str, name: str = "java", program: JavaProgram = HARNESS) -> None:
         self.name = name
-        self.argv = _command(mode, bootstrap, *args)
+        self.argv = _command(mode, bootstrap, *args, program=program)
         self.events: list[dict] = []
         self.stderr_lines: list[str] = []
         self._changed = threading.Condition()
@@ -262,6 +296,7 @@ def admin(bootstrap: str, op: str, *args: str, timeout: float = 90.0) -> dict:
     return results[0]
 
 
-if __name__ == "__main__":  # python -m tests.java_harness: build once, report
-    ok, why = available()
-    print(f"java harness ready: classes {build()}, jars {LIBS}" if ok else why)
+if __name__ == "__main__":  # python -m tests.java_harness: build both once, report
+    for program in (HARNESS, STREAMS):
+        ok, why = program.available()
+        print(f"{program.main} ready: classes {program.build()}, jars {program.libs}" if ok else why)

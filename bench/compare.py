@@ -380,6 +380,7 @@ class Side:
     load: dict = field(default_factory=dict)  # coordinator load: records, ms, records_per_s, how, problems
     skipped: dict = field(default_factory=dict)  # workload -> why this broker does not run it
     txn: list = field(default_factory=list)  # bench.txn.run_once results
+    txn_bulk: list = field(default_factory=list)  # the same with large transactions of 1 KB records
 
 
 @dataclass
@@ -626,6 +627,8 @@ def measure_load(tmp: Path, res: Results, kfake_bin: Path | None) -> None:
 
 
 TXN_PRODUCERS, TXN_PER_PRODUCER, TXN_RECORDS, TXN_RUNS = 10, 30, 20, 2
+# produce throughput inside transactions: few producers, large transactions of 1 KB records
+TXN_BULK_PRODUCERS, TXN_BULK_PER_PRODUCER, TXN_BULK_RECORDS, TXN_BULK_VALUE = 2, 5, 5000, 1024
 
 
 def measure_txn(brokers: dict[str, Spawned], res: Results) -> None:
@@ -633,18 +636,22 @@ def measure_txn(brokers: dict[str, Spawned], res: Results) -> None:
     exactly-once checked by a read_committed consumer), TXN_RUNS rounds per broker."""
     from . import txn
 
+    workloads = (("txn", (TXN_PRODUCERS, TXN_PER_PRODUCER, TXN_RECORDS), 0),
+                 ("txn_bulk", (TXN_BULK_PRODUCERS, TXN_BULK_PER_PRODUCER, TXN_BULK_RECORDS), TXN_BULK_VALUE))
     for run in range(TXN_RUNS):
-        for k, b in brokers.items():
-            try:
-                r = txn.run_once(f"{b.host}:{b.port}", TXN_PRODUCERS, TXN_PER_PRODUCER, TXN_RECORDS, seed=run + 1)
-            except Exception as e:  # noqa: BLE001
-                res.sides[k].failures.append(("transactions", f"{type(e).__name__}: {e}"))
-                say(f"  {k}: transactions failed: {e}")
-                continue
-            if r["failures"] or not r["exact"]:
-                res.sides[k].failures.append(("transactions", "; ".join(r["failures"]) or "exactly-once check failed"))
-            res.sides[k].txn.append(r)
-            say(f"  {k:9} transactions run {run + 1}: {r['txns_s']:,.0f}/s, {r['records_s']:,.0f} records/s, exactly once: {r['exact']}")
+        for name, shape, value_bytes in workloads:
+            for k, b in brokers.items():
+                try:
+                    r = txn.run_once(f"{b.host}:{b.port}", *shape, seed=run + 1, value_bytes=value_bytes)
+                except Exception as e:  # noqa: BLE001
+                    res.sides[k].failures.append(("transactions", f"{type(e).__name__}: {e}"))
+                    say(f"  {k}: transactions failed: {e}")
+                    continue
+                if r["failures"] or not r["exact"]:
+                    res.sides[k].failures.append(("transactions", "; ".join(r["failures"]) or "exactly-once check failed"))
+                getattr(res.sides[k], name).append(r)
+                say(f"  {k:9} {name} run {run + 1}: {r['txns_s']:,.0f} transactions/s, {r['records_s']:,.0f} records/s, "
+                    f"{r['mb_s']:,.1f} MB/s, exactly once: {r['exact']}")
 
 
 def measure_commits(brokers: dict[str, Spawned], res: Results) -> None:

@@ -372,22 +372,31 @@ def load_row(res) -> Row:
                kk_na=_failed(kk, "coordinator load") or ("" if kk is None else "n/a"), kf_na=kf_na, phase="coordinator load")
 
 
-def txn_row(res) -> Row:
-    from .compare import TXN_PER_PRODUCER, TXN_PRODUCERS, TXN_RECORDS
-
+def _txn_row(res, attr: str, figure: str, label: str, unit: str, fmt: str) -> Row:
     kl, kf, kk = res.sides[KL], res.sides[KF], kfake_side(res)
 
     def v(side):
-        return med([r["txns_s"] for r in _g(side, "txn", [])]) if side is not None and _g(side, "txn", []) else NAN
+        return med([r[figure] for r in _g(side, attr, [])]) if side is not None and _g(side, attr, []) else NAN
 
     def exact(side):
-        runs = _g(side, "txn", []) if side is not None else []
+        runs = _g(side, attr, []) if side is not None else []
         return ("yes" if all(r["exact"] for r in runs) else "NO") if runs else "–"
 
     sides = [s for s in (kl, kf, kk) if s is not None]
-    return Row(f"Transactions/s ({TXN_PRODUCERS} confluent-kafka producers × {TXN_PER_PRODUCER} transactions of {TXN_RECORDS} records, "
-               "a fifth aborted)", v(kl), v(kf), "/s", True, "{:,.0f}", "exactly once (read_committed check): " + " / ".join(exact(x) for x in sides),
+    return Row(label, v(kl), v(kf), unit, True, fmt, "exactly once (read_committed check): " + " / ".join(exact(x) for x in sides),
                kk=v(kk), kk_na=_failed(kk, "transactions"), phase="transactions")
+
+
+def txn_rows(res) -> list[Row]:
+    from .compare import (TXN_BULK_PER_PRODUCER, TXN_BULK_PRODUCERS, TXN_BULK_RECORDS, TXN_BULK_VALUE, TXN_PER_PRODUCER, TXN_PRODUCERS,
+                          TXN_RECORDS)
+
+    return [
+        _txn_row(res, "txn", "txns_s", f"Transactions/s ({TXN_PRODUCERS} confluent-kafka producers × {TXN_PER_PRODUCER} transactions of "
+                 f"{TXN_RECORDS} records, a fifth aborted)", "/s", "{:,.0f}"),
+        _txn_row(res, "txn_bulk", "mb_s", f"Produce inside transactions, committed MB/s ({TXN_BULK_PRODUCERS} producers × {TXN_BULK_PER_PRODUCER} "
+                 f"transactions of {TXN_BULK_RECORDS:,} records of {TXN_BULK_VALUE} B, a fifth aborted)", "MB/s", "{:,.1f}"),
+    ]
 
 
 def summary_rows(res) -> list[Row]:
@@ -428,7 +437,7 @@ def summary_rows(res) -> list[Row]:
                 False, "{:,.0f}", kk=_form_errors(c, "ConsumerGroupHeartbeat unknown_member_id"), kk_na=na, phase=ph, count=True),
         ]
     if any(_g(s, "txn", []) for s in res.sides.values()):
-        rows.append(txn_row(res))
+        rows += txn_rows(res)
     rows.append(load_row(res))
     return rows
 

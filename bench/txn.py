@@ -10,6 +10,7 @@ each line gives transactions/s, records/s, the check and /proc/loadavg::
 
     python -m bench.txn --rounds 3
     python -m bench.txn --no-kafka       # kafkalite alone
+    python -m bench.txn --producers 2 --txns 5 --records 5000 --value-bytes 1024   # produce throughput
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def _topic(bootstrap: str) -> str:
     return name
 
 
-def run_once(bootstrap: str, producers: int, txns: int, records: int, seed: int = 1) -> dict:
+def run_once(bootstrap: str, producers: int, txns: int, records: int, seed: int = 1, value_bytes: int = 0) -> dict:
+    """One round; ``value_bytes`` pads every value to that size (a produce-throughput workload)."""
     topic = _topic(bootstrap)
     committed: list[bytes] = []
     lock = threading.Lock()
@@ -53,7 +55,7 @@ def run_once(bootstrap: str, producers: int, txns: int, records: int, seed: int 
             p.init_transactions(60)
             for t in range(txns):
                 p.begin_transaction()
-                values = [f"{w}-{t}-{k}".encode() for k in range(records)]
+                values = [f"{w}-{t}-{k}-".encode().ljust(value_bytes, b"x") for k in range(records)]
                 for v in values:
                     p.produce(topic, value=v, partition=rng.randrange(PARTITIONS))
                 if rng.random() < 0.2:
@@ -77,6 +79,7 @@ def run_once(bootstrap: str, producers: int, txns: int, records: int, seed: int 
     return {
         "txns_s": producers * txns / elapsed,
         "records_s": producers * txns * records / elapsed,
+        "mb_s": sum(len(v) for v in committed) / (1 << 20) / elapsed,  # committed bytes only
         "committed": len(committed),
         "read": len(got),
         "exact": sorted(got) == sorted(committed),
@@ -117,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--producers", type=int, default=10)
     ap.add_argument("--txns", type=int, default=50, help="transactions per producer")
     ap.add_argument("--records", type=int, default=20, help="records per transaction")
+    ap.add_argument("--value-bytes", type=int, default=0, help="pad every value to this size (produce throughput inside transactions)")
     ap.add_argument("--no-kafka", action="store_true", help="kafkalite alone")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="bench-txn-"))
@@ -133,10 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for r in range(args.rounds):
             for name, b in brokers.items():
-                res = run_once(b.bootstrap, args.producers, args.txns, args.records, seed=r + 1)
+                res = run_once(b.bootstrap, args.producers, args.txns, args.records, seed=r + 1, value_bytes=args.value_bytes)
                 results[name].append(res)
                 load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
-                print(f"{name:9} round {r + 1}: {res['txns_s']:,.0f} transactions/s, {res['records_s']:,.0f} records/s; "
+                print(f"{name:9} round {r + 1}: {res['txns_s']:,.0f} transactions/s, {res['records_s']:,.0f} records/s, {res['mb_s']:,.1f} MB/s; "
                       f"committed {res['committed']}, read committed {res['read']}, exactly once: {res['exact']}"
                       f"{'; failures ' + '; '.join(res['failures']) if res['failures'] else ''}; load {load}", flush=True)
         if "kafka" in results:

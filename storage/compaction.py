@@ -99,10 +99,10 @@ log = logging.getLogger("storage.log")
 _WRITE_CHUNK = 4 << 20
 _NO_TIMESTAMP = -1
 # Kafka keeps a control batch it must retain but whose marker may go (its producer's last batch,
-# or the last batch below the first uncleanable offset) as a batch with no records. The group
-# coordinator's loader (broker/coordinator/loader.py) reads the first record of every control
-# batch, so until it accepts an empty one such a marker is kept whole: the same to every reader.
-_EMPTY_CONTROL_BATCHES = False
+# or the last batch below the first uncleanable offset) as a batch with no records; so does
+# kafkalite. Every reader skips such a batch: storage/txn.py, the group coordinator's loader
+# (broker/coordinator/loader.py), clients. False keeps the marker whole instead.
+_EMPTY_CONTROL_BATCHES = True
 
 _LOD = struct.Struct(">i")
 _U32 = struct.Struct(">I")

@@ -102,7 +102,7 @@ class ShardLoader:
     def add_batch(self, header, batch) -> None:
         """Scan one batch of the log, whatever it is: plain, transactional, or a transaction's marker."""
         if header.is_control:
-            if header.producer_id >= 0:
+            if header.producer_id >= 0 and header.records_count:  # emptied by compaction: its transaction has no data left
                 self.add_marker(header.producer_id, marker_is_commit(header, batch))
         elif header.is_transactional and header.producer_id >= 0:
             self.add_txn(header, batch)
@@ -302,7 +302,7 @@ def replay_log_batch(shard, header, batch) -> None:
     """The reference: every record of the batch decoded and replayed on its own, in order
     (a transactional batch's offsets wait for their producer's marker)."""
     if header.is_control:
-        if header.producer_id >= 0:
+        if header.producer_id >= 0 and header.records_count:  # an empty one: see Loader.add_batch
             shard.replay_marker(header.producer_id, marker_is_commit(header, batch))
         return
     producer_id = header.producer_id if header.is_transactional else -1

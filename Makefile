@@ -3,12 +3,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test spark-jars test-unit reference-kafka test-conformance test-clients compat bench bench-compare fuzz soak reliability reliability-quick lint clean
+.PHONY: install run test spark-jars test-unit reference-kafka test-conformance test-clients compat bench bench-compare fuzz soak reliability reliability-quick lint clean test-docker docker-engine docker-engine-stop docker-measure
 
 # compiled bytecode for the project's own modules, as an installed package has it: a checkout run
 # under PYTHONDONTWRITEBYTECODE=1 would otherwise compile every module at every start
 install: $(STAMP)
-	@$(BIN)/python -m compileall -q -j 0 broker protocol storage bench pipeline tests > /dev/null
+	@$(BIN)/python -m compileall -q -j 0 broker protocol storage bench pipeline kafkalite tests > /dev/null
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,22 @@ test: install spark-jars
 
 test-unit: install
 	$(BIN)/pytest -q tests/unit
+
+# the image, docker-compose.yml and kafkalite.testcontainers with a real engine (also part of make test);
+# tools/docker/engine.sh fetches and starts the engine (root, Debian apt), cached in ~/.cache/kafkalite/docker
+test-docker: install
+	$(BIN)/pytest -q tests/docker
+
+# the tests' engine by hand: then `eval "$$(tools/docker/engine.sh env)"` for docker and docker compose
+docker-engine:
+	tools/docker/engine.sh start
+
+docker-engine-stop:
+	tools/docker/engine.sh stop
+
+# start-up, health and idle-memory figures of the image (docs/benchmarks.md, Docker)
+docker-measure: install
+	$(BIN)/python -m tests.docker.measure --build --runs 10
 
 reference-kafka: install
 	$(BIN)/python -m tests.reference_kafka
@@ -70,7 +86,7 @@ reliability-quick: install
 	$(BIN)/python -m bench.reliability --quick --out /tmp/reliability-quick.md
 
 lint: install
-	$(BIN)/ruff check broker protocol storage bench tests pipeline
+	$(BIN)/ruff check broker protocol storage bench tests pipeline kafkalite
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

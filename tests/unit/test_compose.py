@@ -14,7 +14,8 @@
   the same way, and each listener advertises what compose says.
 
 What this cannot show: that ``docker build`` succeeds, or how the image
-behaves under a real engine (volumes, networking, health states).
+behaves under a real engine (volumes, networking, health states); tests/docker
+does that with a real engine.
 """
 
 from __future__ import annotations
@@ -214,7 +215,7 @@ def test_compose_ports_volume_and_healthcheck_agree_with_the_configuration():
     # the host reaches the EXTERNAL listener on the port it advertises
     published = {}
     for port in svc["ports"]:
-        *host_side, container = str(port).split(":")
+        *host_side, container = interpolate(str(port)).split(":")
         published[int(container)] = int(host_side[-1])
     assert published == {listeners["EXTERNAL"].port: listeners["EXTERNAL"].advertised()[1]}
     # a named volume holds the data directory
@@ -232,8 +233,15 @@ def test_example_services_run_the_examples_against_the_internal_listener():
     internal = "%s:%d" % {s.name: s for s in config_from_args(["serve"], environ=_service_env(doc["services"]["kafkalite"])).listener_specs()}["INTERNAL"].advertised()
     examples = {name: svc for name, svc in doc["services"].items() if name != "kafkalite"}
     assert {"producer", "consumer"} <= set(examples)
+    # one service builds each image (the consumer runs the producer's)
+    contexts = {}
+    for svc in examples.values():
+        if "build" in svc:
+            build = svc["build"]
+            assert svc["image"] not in contexts, f"{svc['image']} is built twice"
+            contexts[svc["image"]] = ROOT / (build if isinstance(build, str) else build["context"])
     for name, svc in examples.items():
-        context = ROOT / svc["build"]
+        context = contexts[svc["image"]]
         assert (context / "Dockerfile").is_file()
         script = svc["command"][-1]
         assert (context / script).is_file(), f"{name}: {script} is not in {context}"

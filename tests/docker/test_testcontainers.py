@@ -1,0 +1,80 @@
+"""kafkalite.testcontainers.KafkaliteContainer with the testcontainers package from PyPI,
+against the image built from this repository's Dockerfile.
+
+testcontainers' Ryuk reaper is turned off (its image cannot be pulled here); the
+containers are removed by the ``with`` blocks.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+
+import pytest
+from testcontainers.community.kafka import KafkaContainer
+from testcontainers.core.container import DockerContainer
+from testcontainers.core.network import Network
+
+from kafkalite.testcontainers import KafkaliteContainer
+
+from . import clients
+from .harness import LABEL, ROOT
+
+
+@pytest.fixture
+def tc(docker, monkeypatch):
+    """testcontainers pointed at the private engine."""
+    from testcontainers.core.config import testcontainers_config
+
+    monkeypatch.setenv("DOCKER_HOST", docker.env["DOCKER_HOST"])
+    monkeypatch.setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+    monkeypatch.setattr(testcontainers_config, "_ryuk_disabled", True, raising=False)
+    yield docker
+
+
+def test_it_has_kafkacontainers_interface():
+    assert issubclass(KafkaliteContainer, DockerContainer)
+    ours, theirs = inspect.signature(KafkaliteContainer.__init__), inspect.signature(KafkaContainer.__init__)
+    assert list(ours.parameters)[:3] == list(theirs.parameters)[:3] == ["self", "image", "port"]
+    assert ours.parameters["port"].default == theirs.parameters["port"].default == 9093
+    for method in ("get_bootstrap_server", "start", "with_kraft"):
+        assert callable(getattr(KafkaliteContainer, method))
+
+
+def test_start_returns_a_broker_that_answers_at_get_bootstrap_server(tc, kafkalite_image, metrics):
+    container = KafkaliteContainer(kafkalite_image).with_kwargs(labels={LABEL.split("=")[0]: LABEL.split("=")[1]})
+    t0 = time.monotonic()
+    with container as kafka:
+        metrics.record("testcontainers_start_s", round(time.monotonic() - t0, 2))
+        bootstrap = kafka.get_bootstrap_server()
+        assert clients.advertised(bootstrap) == [bootstrap]
+        clients.create_topic(bootstrap, "tc", 2)
+        sent = [f"tc-{i}" for i in range(20)]
+        clients.produce(bootstrap, "tc", sent)
+        for protocol in ("classic", "consumer"):
+            assert sorted(clients.consume_group(bootstrap, f"tc-{protocol}", protocol, "tc", len(sent))) == sorted(sent)
+        name = kafka.get_wrapped_container().name
+    assert tc.run("inspect", name, check=False).returncode != 0  # removed
+
+
+def test_containers_on_its_network_use_the_broker_listener(tc, kafkalite_image, examples_image):
+    with Network() as network:
+        with KafkaliteContainer(kafkalite_image).with_network(network).with_network_aliases("kafkalite") as kafka:
+            out = tc.out(
+                "run", "--rm", "--label", LABEL, "--network", network.name,
+                "-v", f"{ROOT / 'tests' / 'docker' / 'netclient.py'}:/netclient.py:ro",
+                examples_image, "python", "/netclient.py", "selfcheck", "kafkalite:9092", "tc-net", timeout=180,
+            )
+            assert json.loads(out.splitlines()[-1]) == {"brokers": ["kafkalite:9092"], "classic": True, "consumer": True}
+            # and the host still gets its own address
+            assert clients.advertised(kafka.get_bootstrap_server()) == [kafka.get_bootstrap_server()]
+
+
+def test_a_broker_that_cannot_start_fails_fast_with_its_logs(tc, kafkalite_image):
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="exited") as failure:
+        with KafkaliteContainer(kafkalite_image).with_env("KAFKALITE_NUM_PARTITIONS", "many"):
+            pass
+    assert time.monotonic() - t0 < 20
+    assert "KAFKALITE_NUM_PARTITIONS" in str(failure.value) or "num_partitions" in str(failure.value).lower(), failure.value

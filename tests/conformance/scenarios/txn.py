@@ -33,6 +33,15 @@ def init(d: Driver, tid: str, *, timeout_ms: int = 60_000, pid: int = -1, epoch:
     return d.until(ask, what="InitProducerId")
 
 
+def start(d: Driver, partitions: int = 1, **init_args) -> tuple[str, str, int, int]:
+    """A fresh topic and transactional id, its coordinator found, its producer initialized: (topic, id, pid, epoch)."""
+    t = d.create_topic("t", partitions)
+    tid = d.topic("tx")
+    find(d, tid)
+    r = init(d, tid, **init_args)
+    return t, tid, r.producer_id, r.producer_epoch
+
+
 def add_partitions(d: Driver, tid: str, pid: int, epoch: int, topics: dict[str, list[int]], *, version: int = 3):
     body = {"v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid, "v3_and_below_producer_epoch": epoch,
             "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
@@ -64,14 +73,19 @@ def stable_end(d: Driver, topic: str, partition: int) -> list:
     return d.until(settled, what="the last stable offset to reach the log end")
 
 
-def fetch_committed(d: Driver, topic: str, partition: int) -> dict:
-    r = d.req(FETCH, 12, {
-        "replica_id": -1, "max_wait": datetime.timedelta(milliseconds=0), "min_bytes": 1, "max_bytes": 1 << 20,
+def committed_fetch(topic: str, partition: int, max_wait_ms: int = 0) -> dict:
+    """A READ_COMMITTED Fetch v12 of one partition from offset 0."""
+    return {
+        "replica_id": -1, "max_wait": datetime.timedelta(milliseconds=max_wait_ms), "min_bytes": 1, "max_bytes": 1 << 20,
         "isolation_level": 1, "session_id": 0, "session_epoch": -1,
         "topics": [{"topic": topic, "partitions": [{"partition": partition, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
                                                     "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}]}],
         "forgotten_topics_data": [], "rack_id": "",
-    })
+    }
+
+
+def fetch_committed(d: Driver, topic: str, partition: int) -> dict:
+    r = d.req(FETCH, 12, committed_fetch(topic, partition))
     p = r.responses[0].partitions[0]
     aborted = sorted(a.first_offset for a in (p.aborted_transactions or ()))
     return {"error": d.norm(p.error_code), "hw": p.high_watermark, "lso": p.last_stable_offset, "aborted_first_offsets": aborted,
@@ -167,11 +181,7 @@ def _committed(d: Driver, g: str, t: str):
 @scenario("txn")
 def describe_and_list_transactions(d: Driver):
     """DescribeTransactions, ListTransactions (state filters, an unknown state) and DescribeProducers through a transaction."""
-    t = d.create_topic("t", 2)
-    tid = d.topic("tx")
-    find(d, tid)
-    r = init(d, tid)
-    pid, epoch = r.producer_id, r.producer_epoch
+    t, tid, pid, epoch = start(d, 2)
 
     def described(label: str, ids: list[str] | None = None) -> None:
         s = d.req(65, 0, {"transactional_ids": ids or [tid, d.topic("nobody")]}).transaction_states
@@ -270,11 +280,7 @@ def v2_txn_offset_commit_adds_the_offsets_partition(d: Driver):
 @scenario("txn")
 def v2_end_txn_edges(d: Driver):
     """EndTxn v5 from Empty (abort allowed, commit not), a retried end with the old epoch, an end with an old epoch after that."""
-    t = d.create_topic("t", 1)
-    tid = d.topic("tx")
-    find(d, tid)
-    r = init(d, tid, version=5)
-    pid, epoch = r.producer_id, r.producer_epoch
+    t, tid, pid, epoch = start(d, version=5)
     c = end(d, tid, pid, epoch, True, version=5)
     d.obs("commit-empty", error=c.error_code)
     a = end(d, tid, pid, epoch, False, version=5)
@@ -295,11 +301,7 @@ def v2_end_txn_edges(d: Driver):
 @scenario("txn")
 def a_transaction_past_its_timeout_is_aborted(d: Driver):
     """A 1 s transaction left open: aborted by the coordinator (epoch fenced), its data hidden, the producer fenced."""
-    t = d.create_topic("t", 1)
-    tid = d.topic("tx")
-    find(d, tid)
-    r = init(d, tid, timeout_ms=1000)
-    pid, epoch = r.producer_id, r.producer_epoch
+    t, tid, pid, epoch = start(d, timeout_ms=1000)
     add_partitions(d, tid, pid, epoch, {t: [0]})
     d.obs("produce", error=produce_txn(d, tid, t, 0, pid, epoch, 0, [b"late"]))
     d.obs("aborted", **_until_state(d, tid, "CompleteAbort"))
@@ -313,21 +315,11 @@ def a_transaction_past_its_timeout_is_aborted(d: Driver):
 def a_read_committed_long_poll_is_answered_when_the_marker_lands(d: Driver):
     """A READ_COMMITTED Fetch waiting at the last stable offset of an open transaction (nothing visible) is
     answered with the records once the COMMIT marker is written, well before its max wait."""
-    t = d.create_topic("t", 1)
-    tid = d.topic("tx")
-    find(d, tid)
-    r = init(d, tid)
-    pid, epoch = r.producer_id, r.producer_epoch
+    t, tid, pid, epoch = start(d)
     add_partitions(d, tid, pid, epoch, {t: [0]})
     produce_txn(d, tid, t, 0, pid, epoch, 0, [b"a", b"b"])
     poll = d.conn("poll")
-    poll.send(FETCH, 12, {
-        "replica_id": -1, "max_wait": datetime.timedelta(milliseconds=8000), "min_bytes": 1, "max_bytes": 1 << 20,
-        "isolation_level": 1, "session_id": 0, "session_epoch": -1,
-        "topics": [{"topic": t, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
-                                                "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}]}],
-        "forgotten_topics_data": [], "rack_id": "",
-    })
+    poll.send(FETCH, 12, committed_fetch(t, 0, max_wait_ms=8000))
     d.obs("waiting", answered_early=poll.ready(0.5))
     d.obs("end", error=end(d, tid, pid, epoch, True).error_code)
     answered = poll.ready(6.0)

@@ -447,19 +447,8 @@ def _group_segments(plog: PartitionLog, segs: list[Segment]) -> list[list[Segmen
 def _rebuilt(records, hdr: BatchHeader, horizon: int | None) -> bytes:
     """``records`` (some of the batch's) as a batch with ``hdr``'s offsets, producer fields and
     attributes; the last offset delta stays the original's (it gives the last sequence number)."""
-    batch = bytearray(build_batch(
-        records,
-        base_offset=hdr.base_offset,
-        compression=hdr.compression,
-        producer_id=hdr.producer_id,
-        producer_epoch=hdr.producer_epoch,
-        base_sequence=hdr.base_sequence,
-        is_transactional=hdr.is_transactional,
-        is_control=hdr.is_control,
-        timestamp_type=hdr.timestamp_type,
-        partition_leader_epoch=hdr.partition_leader_epoch,
-        delete_horizon_ms=horizon,
-    ))
+    batch = bytearray(build_batch(records, base_offset=hdr.base_offset, compression=hdr.compression, delete_horizon_ms=horizon,
+                                  **_kept_fields(hdr)))
     if _LOD.unpack_from(batch, LAST_OFFSET_DELTA_OFFSET)[0] != hdr.last_offset_delta:
         _LOD.pack_into(batch, LAST_OFFSET_DELTA_OFFSET, hdr.last_offset_delta)
         _U32.pack_into(batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
@@ -468,19 +457,15 @@ def _rebuilt(records, hdr: BatchHeader, horizon: int | None) -> bytes:
 
 def _emptied(hdr: BatchHeader) -> bytes:
     """The batch as Kafka keeps one whose records all went: its header, no records."""
-    return build_empty_batch(
-        base_offset=hdr.base_offset,
-        last_offset_delta=hdr.last_offset_delta,
-        base_timestamp=_NO_TIMESTAMP,
-        max_timestamp=hdr.max_timestamp,
-        producer_id=hdr.producer_id,
-        producer_epoch=hdr.producer_epoch,
-        base_sequence=hdr.base_sequence,
-        is_transactional=hdr.is_transactional,
-        is_control=hdr.is_control,
-        timestamp_type=hdr.timestamp_type,
-        partition_leader_epoch=hdr.partition_leader_epoch,
-    )
+    return build_empty_batch(base_offset=hdr.base_offset, last_offset_delta=hdr.last_offset_delta, base_timestamp=_NO_TIMESTAMP,
+                             max_timestamp=hdr.max_timestamp, **_kept_fields(hdr))
+
+
+def _kept_fields(hdr: BatchHeader) -> dict:
+    """What a rebuilt batch keeps of the original's header: its producer and its attributes."""
+    return {"producer_id": hdr.producer_id, "producer_epoch": hdr.producer_epoch, "base_sequence": hdr.base_sequence,
+            "is_transactional": hdr.is_transactional, "is_control": hdr.is_control, "timestamp_type": hdr.timestamp_type,
+            "partition_leader_epoch": hdr.partition_leader_epoch}
 
 
 def _clean_group(

@@ -47,8 +47,11 @@ def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int], meta
         c.close()
 
 
-def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 5.0) -> list:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}", "enable.auto.commit": False})
+def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 5.0, isolation: str = "read_committed") -> list:
+    """The topic's messages from offset 0, until none came for a second (or ``timeout`` passed without one);
+    ``isolation`` is librdkafka's isolation.level (read_committed is its default)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}", "enable.auto.commit": False,
+                  "isolation.level": isolation})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out = []
     idle_until = time.monotonic() + timeout

@@ -1,4 +1,4 @@
-"""``kafkalite`` command line: ``kafkalite serve [flags]``.
+"""``kafkalite`` command line: ``kafkalite serve [flags]``, the admin commands, ``kafkalite certs``.
 
 Every flag can also be set through ``KAFKALITE_<NAME>`` (for example
 ``KAFKALITE_PORT=0``) or a TOML file (``--config``); a flag given on the
@@ -68,10 +68,12 @@ def _parser(admin: bool = True) -> argparse.ArgumentParser:
     g.add_argument("--group-coordinator-append-linger-ms", type=int, help="how long coordinator writes wait to share a batch (KAFKALITE_GROUP_COORDINATOR_APPEND_LINGER_MS, default 5)")
     if admin:
         from .admin.cli import register as register_admin_commands
+        from .security.certs import register as register_certs
 
         register_admin_commands(sub)  # topics, groups, health (broker/admin)
+        register_certs(sub)  # certs (broker/security/certs.py)
     else:
-        for name in ADMIN_COMMANDS:
+        for name in (*ADMIN_COMMANDS, "certs"):
             sub.add_parser(name)
     return p
 
@@ -142,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         from .admin.cli import run as run_admin_command
 
         return run_admin_command(_parser().parse_args(words))
+    if words and words[0] == "certs":
+        from .security.certs import run as run_certs
+
+        return run_certs(_parser().parse_args(words))
     if not words or words[0] != "serve":
         _parser().parse_args(argv)  # --help, a typo, no command: argparse answers and exits as ever
     try:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES
@@ -53,6 +53,27 @@ class BrokerConfig:
     listeners: list[str] | None = None
     advertised_listeners: list[str] | None = None
     listener_security_protocol_map: list[str] | None = None
+    # TLS and SASL (Kafka names: the same with dots; docs/security.md). Settings that hold
+    # secrets are left out of repr(), so that no traceback or log line shows them.
+    ssl_keystore_type: str = "PEM"
+    ssl_keystore_location: Path | None = None
+    ssl_keystore_certificate_chain: str | None = None
+    ssl_keystore_key: str | None = field(default=None, repr=False)
+    ssl_key_password: str | None = field(default=None, repr=False)
+    ssl_truststore_type: str = "PEM"
+    ssl_truststore_location: Path | None = None
+    ssl_truststore_certificates: str | None = None
+    ssl_client_auth: str = "none"  # required | requested | none
+    ssl_enabled_protocols: list[str] = field(default_factory=lambda: ["TLSv1.2", "TLSv1.3"])
+    ssl_handshake_timeout_ms: int = 10_000
+    sasl_enabled_mechanisms: list[str] | None = None
+    sasl_server_max_receive_size: int = 524_288
+    connections_max_reauth_ms: int = 0
+    # listener.name.<listener>.<setting>: listener name -> {setting key, or "<mechanism>.sasl.jaas.config"
+    # and "<mechanism>.connections.max.reauth.ms" -> value}; see broker/security/settings.py
+    listener_settings: dict[str, dict[str, object]] = field(default_factory=dict, repr=False)
+    # what broker/security/settings.py built from the above when the configuration was checked
+    security: object = field(default=None, repr=False, compare=False)
     log_format: str = "console"  # json | console
     log_level: str = "info"
     fsync: str = "interval"  # always | interval | never
@@ -170,6 +191,7 @@ class Setting:
     flag: str | None = None  # the serve flag, where there is one
     topic: str | None = None  # for broker-wide topic defaults: the topic config it sets
     default: object = None  # for the docs when it is not a BrokerConfig field
+    secret: bool = False  # never shown: not in messages, logs or repr()
 
     @property
     def env(self) -> str:
@@ -201,7 +223,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("advertised_port", "int", "port given to clients of the default listener", minimum=0, maximum=65535, flag="--advertised-port"),
     _s("listeners", "list", "named listeners, NAME://host:port, comma-separated; replace host/port", "listeners", flag="--listener"),
     _s("advertised_listeners", "list", "NAME://host:port given to clients of listener NAME", "advertised.listeners", flag="--advertised-listener"),
-    _s("listener_security_protocol_map", "list", "NAME:PROTOCOL pairs; every protocol must be PLAINTEXT", "listener.security.protocol.map"),
+    _s("listener_security_protocol_map", "list", "NAME:PROTOCOL pairs, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; without it a listener named after a protocol has it, any other is PLAINTEXT", "listener.security.protocol.map"),
     _s("max_frame_bytes", "int", "largest request accepted", "socket.request.max.bytes", minimum=1, maximum=INT_MAX, flag="--max-frame-bytes"),
     _s("queued_max_request_bytes", "int", "request bytes held broker-wide (partial and queued requests) before reading pauses; -1: unbounded", "queued.max.request.bytes", minimum=-1, maximum=LONG_MAX),
     _s("connections_max_idle_ms", "int", "close a connection that sent no complete request for this long; -1: never", "connections.max.idle.ms", minimum=-1, maximum=LONG_MAX),
@@ -210,6 +232,21 @@ SETTINGS: tuple[Setting, ...] = (
     _s("max_connections_per_ip_overrides", "list", "IP:COUNT pairs that replace max.connections.per.ip for those addresses", "max.connections.per.ip.overrides"),
     _s("metrics_port", "int", "serve Prometheus metrics on this port (0: any free port)", minimum=0, maximum=65535, flag="--metrics-port"),
     _s("metrics_host", "str", "address the metrics endpoint binds", flag="--metrics-host"),
+    # -- TLS and SASL (docs/security.md); each may also be given for one listener as listener.name.<l>.<name>
+    _s("ssl_keystore_type", "str", "format of the key store: PEM (JKS and PKCS12 are not read)", "ssl.keystore.type"),
+    _s("ssl_keystore_location", "path", "PEM file with the private key (PKCS#8) and the certificate chain of TLS listeners", "ssl.keystore.location"),
+    _s("ssl_keystore_certificate_chain", "str", "the certificate chain in PEM, inline (instead of ssl.keystore.location)", "ssl.keystore.certificate.chain"),
+    _s("ssl_keystore_key", "str", "the private key in PEM (PKCS#8), inline; secret", "ssl.keystore.key", secret=True),
+    _s("ssl_key_password", "str", "password of an encrypted private key; secret", "ssl.key.password", secret=True),
+    _s("ssl_truststore_type", "str", "format of the trust store: PEM", "ssl.truststore.type"),
+    _s("ssl_truststore_location", "path", "PEM file of the CA certificates that client certificates must chain to", "ssl.truststore.location"),
+    _s("ssl_truststore_certificates", "str", "the trusted CA certificates in PEM, inline", "ssl.truststore.certificates"),
+    _s("ssl_client_auth", "choice", "client certificates on SSL listeners: required, requested or none (for SASL_SSL only when given with the listener prefix, as in Kafka)", "ssl.client.auth", choices=("required", "requested", "none")),
+    _s("ssl_enabled_protocols", "list", "TLS versions served: TLSv1.2 and/or TLSv1.3", "ssl.enabled.protocols"),
+    _s("ssl_handshake_timeout_ms", "int", "kafkalite's own: a TLS handshake not finished in this time is closed", minimum=1, maximum=INT_MAX),
+    _s("sasl_enabled_mechanisms", "list", "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (Kafka's default, GSSAPI, is not served)", "sasl.enabled.mechanisms"),
+    _s("sasl_server_max_receive_size", "int", "largest request accepted before a SASL client has authenticated", "sasl.server.max.receive.size", minimum=1, maximum=INT_MAX),
+    _s("connections_max_reauth_ms", "int", "SASL session lifetime (KIP-368): a client must re-authenticate within it, or its connection is closed at its next request; 0: no limit", "connections.max.reauth.ms", minimum=0, maximum=LONG_MAX),
     # -- broker ----------------------------------------------------------------
     _s("data_dir", "path", "where logs and metadata live (one directory)", ("log.dirs", "log.dir"), flag="--data-dir"),
     _s("node_id", "int", "this broker's id", ("node.id", "broker.id"), minimum=0, maximum=INT_MAX),
@@ -280,9 +317,53 @@ for _setting in SETTINGS:
 _DEFAULT_LISTENER_KEYS = ("host", "port", "advertised_host", "advertised_port")
 
 
+# settings that may also be given for one listener: listener.name.<listener>.<Kafka name>
+PER_LISTENER = frozenset(s.key for s in SETTINGS if s.key.startswith(("ssl_", "sasl_")) or s.key == "connections_max_reauth_ms")
+LISTENER_PREFIX = "listener.name."
+# and these, after a SASL mechanism: listener.name.<listener>.<mechanism>.<suffix>
+_MECHANISM_SUFFIXES = {
+    ".sasl.jaas.config": ("str", "the JAAS login module and its options for this listener and mechanism", True, None),
+    ".connections.max.reauth.ms": ("int", "connections.max.reauth.ms for this listener and mechanism", False, LONG_MAX),
+}
+_LISTENER_KEYS: dict[str, tuple[str, str]] = {}  # key of a listener setting -> (LISTENER, setting key or mechanism form)
+
+
+def _listener_setting(name: str) -> Setting:
+    """``listener.name.<listener>.<setting>`` as a Setting of its own (one key per listener and setting)."""
+    rest = name[len(LISTENER_PREFIX) :]
+    listener, dot, tail = rest.partition(".")
+    if not dot or not listener or not tail:
+        raise ConfigError(f"unknown setting {name!r} (expected listener.name.<listener>.<setting>)")
+    listener = listener.upper()
+    for suffix, (kind, doc, secret, maximum) in _MECHANISM_SUFFIXES.items():
+        if tail.endswith(suffix) and len(tail) > len(suffix):
+            mechanism = tail[: -len(suffix)].lower()
+            setting = mechanism + suffix
+            key = f"{LISTENER_PREFIX}{listener.lower()}.{setting}"
+            _LISTENER_KEYS[key] = (listener, setting)
+            return Setting(key, kind, doc, (key,), minimum=0 if kind == "int" else None, maximum=maximum, secret=secret)
+    base = _BY_NAME.get(tail)
+    if base is None or base.key not in PER_LISTENER:
+        allowed = sorted(BY_KEY[k].name for k in PER_LISTENER)
+        raise ConfigError(
+            f"unknown setting {name!r}: after listener.name.<listener>. comes one of {', '.join(allowed)}, "
+            f"or <mechanism>.sasl.jaas.config or <mechanism>.connections.max.reauth.ms"
+        )
+    key = f"{LISTENER_PREFIX}{listener.lower()}.{base.name}"
+    _LISTENER_KEYS[key] = (listener, base.key)
+    return Setting(key, base.kind, base.doc, (key,), base.minimum, base.maximum, base.choices, secret=base.secret)
+
+
+def listener_key(key: str) -> tuple[str, str] | None:
+    """(LISTENER, setting) for the key of a listener setting (``lookup`` made it), else None."""
+    return _LISTENER_KEYS.get(key)
+
+
 def lookup(name: str) -> Setting:
     """The setting called ``name`` (kafkalite or Kafka name); ConfigError if there is none."""
     s = _BY_NAME.get(name.strip())
+    if s is None and name.strip().startswith(LISTENER_PREFIX):
+        return _listener_setting(name.strip())
     if s is None:
         import difflib
 
@@ -299,7 +380,10 @@ def default_of(s: Setting):
         if s.kind == "minutes":
             return None
         return LogConfig().to_kafka().get(s.topic)
-    return {f.name: f for f in fields(BrokerConfig)}[s.key].default
+    f = {f.name: f for f in fields(BrokerConfig)}[s.key]
+    if f.default is MISSING and f.default_factory is not MISSING:
+        return f.default_factory()
+    return f.default
 
 
 # ============================================================== parsing
@@ -387,7 +471,8 @@ def parse_value(name: str, value, where: str) -> tuple[Setting, object]:
     try:
         return s, _convert(s, value)
     except ValueError as exc:
-        raise ConfigError(f"{where}: invalid value for {s.name}: {_strip_prefix(str(exc), s)}") from None
+        reason = "not valid (the value is secret, so it is not shown)" if s.secret else _strip_prefix(str(exc), s)
+        raise ConfigError(f"{where}: invalid value for {s.name}: {reason}") from None
 
 
 def _strip_prefix(message: str, s: Setting) -> str:
@@ -492,7 +577,12 @@ def load_config(
 
     cfg = BrokerConfig()
     for key, (v, _where) in values.items():
-        setattr(cfg, key, v)
+        per_listener = listener_key(key)
+        if per_listener is not None:
+            listener, setting = per_listener
+            cfg.listener_settings.setdefault(listener, {})[setting] = v
+        else:
+            setattr(cfg, key, v)
     cfg.log_defaults = _log_defaults(topic_values)
     _check(cfg, values)
     return cfg
@@ -530,6 +620,14 @@ def _check(cfg: BrokerConfig, values: dict[str, tuple[object, str]]) -> None:
     except ListenerError as exc:
         where = values.get("listeners", values.get("listener_security_protocol_map", (None, "listeners")))[1]
         raise ConfigError(f"{where}: {exc}") from None
+    if cfg.listener_settings or any(spec.protocol != "PLAINTEXT" for spec in specs):
+        from .security.settings import SecurityConfigError, build_security
+
+        try:
+            cfg.security = build_security(cfg, specs)
+        except SecurityConfigError as exc:
+            where = values.get(exc.key, (None, None))[1] if exc.key else None
+            raise ConfigError(f"{where}: {exc}" if where else str(exc)) from None
     if cfg.metrics_port:
         for spec in specs:
             if spec.port == cfg.metrics_port:

@@ -4,11 +4,15 @@ A listener is a name and an address the broker binds (``CLIENT://0.0.0.0:9092``)
 Its advertised address is what the broker gives back, in Metadata,
 FindCoordinator and DescribeCluster, to a client that connected through that
 listener; it defaults to the bound address (``0.0.0.0`` and ``::`` become
-``127.0.0.1``). Every listener speaks PLAINTEXT, which is all kafkalite
-serves: ``listener.security.protocol.map`` is accepted only when it maps each
-listener to PLAINTEXT.
+``127.0.0.1``). Each listener has a security protocol, as Kafka's
+``listener.security.protocol.map`` gives it: PLAINTEXT, SSL, SASL_PLAINTEXT or
+SASL_SSL. Without the map, a listener named after a protocol has that
+protocol (Kafka's default map) and any other name is PLAINTEXT; with it,
+every listener must be in it.
 
-This module only parses and checks; ``broker.server`` binds the sockets.
+This module only parses and checks; ``broker.security`` builds what each
+protocol needs (TLS contexts, SASL mechanisms) and ``broker.server`` binds
+the sockets.
 """
 
 from __future__ import annotations
@@ -17,9 +21,7 @@ import re
 from dataclasses import dataclass
 
 DEFAULT_LISTENER = "PLAINTEXT"
-# Kafka's default listener.security.protocol.map names these; a listener so
-# named would be TLS or SASL there, which kafkalite does not serve
-_SECURE_NAMES = frozenset({"SSL", "SASL_SSL", "SASL_PLAINTEXT"})
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
 _WILDCARD = ("0.0.0.0", "::", "")
 
@@ -37,6 +39,15 @@ class ListenerSpec:
     port: int
     advertised_host: str | None = None
     advertised_port: int | None = None
+    protocol: str = "PLAINTEXT"  # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
     def bind_address(self) -> tuple[str, int]:
         return (self.host or "0.0.0.0", self.port)
@@ -59,11 +70,13 @@ class ListenerSpec:
 
 @dataclass
 class Listener:
-    """A bound listener: its spec, the port it got, and the asyncio server."""
+    """A bound listener: its spec, the port it got, the asyncio server, and its
+    ``broker.security.settings.ListenerSecurity`` (None: PLAINTEXT)."""
 
     spec: ListenerSpec
     port: int
     server: object = None
+    security: object = None
 
     @property
     def name(self) -> str:
@@ -76,6 +89,10 @@ class Listener:
     @property
     def advertised(self) -> tuple[str, int]:
         return self.spec.advertised(self.port)
+
+    @property
+    def protocol(self) -> str:
+        return self.spec.protocol
 
 
 def advertised_for(ctx) -> tuple[str, int]:
@@ -167,17 +184,19 @@ def build_specs(listeners, advertised=None, protocol_map=None) -> list[ListenerS
 
 
 def check_protocols(specs: list[ListenerSpec], protocol_map) -> None:
+    """Give each listener its security protocol (``spec.protocol``); ListenerError if one cannot have one."""
     mapping = parse_protocol_map(protocol_map) if protocol_map else None
+    if mapping is not None:
+        for name, proto in mapping.items():
+            if proto not in PROTOCOLS:
+                raise ListenerError(
+                    f"listener.security.protocol.map: {name}:{proto}: unknown security protocol (expected one of {', '.join(PROTOCOLS)})"
+                )
     for spec in specs:
         if mapping is None:
-            if spec.name in _SECURE_NAMES:
-                raise ListenerError(
-                    f"listener {spec.name}: kafkalite serves PLAINTEXT only; name the listener otherwise "
-                    f"or map it with listener.security.protocol.map={spec.name}:PLAINTEXT"
-                )
+            spec.protocol = spec.name if spec.name in PROTOCOLS else "PLAINTEXT"
             continue
         proto = mapping.get(spec.name)
         if proto is None:
             raise ListenerError(f"listener {spec.name} is missing from listener.security.protocol.map")
-        if proto != "PLAINTEXT":
-            raise ListenerError(f"listener {spec.name}: security protocol {proto} is not served (kafkalite serves PLAINTEXT only)")
+        spec.protocol = proto

@@ -223,6 +223,14 @@ class Metrics:
         self.records_in = Counter("kafkalite_topic_records_in", "Records appended by Produce, by topic", ["topic"], registry=r)
         self.bytes_out = Counter("kafkalite_topic_bytes_out", "Record bytes returned by Fetch, by topic", ["topic"], registry=r)
         self.commits = Counter("kafkalite_offset_commits", "Partition offsets committed by OffsetCommit requests", [], registry=r)
+        # SASL: no user names in labels (a client could make up any number of them)
+        self.auth_ok = Counter("kafkalite_sasl_authentications", "Successful SASL authentications, by listener, mechanism and kind (authentication, reauthentication)", ["listener", "mechanism", "kind"], registry=r)
+        self.auth_failed = Counter(
+            "kafkalite_sasl_authentication_failures",
+            "SASL connections closed for failing authentication, by listener, mechanism and reason "
+            "(bad_credentials, unsupported_mechanism, illegal_state, malformed, oversized, expired_session)",
+            ["listener", "mechanism", "reason"], registry=r,
+        )
         self.state = _StateCollector(self)
         r.register(self.state)
         ProcessCollector(registry=r)
@@ -269,6 +277,13 @@ class Metrics:
         name = conn.listener.name if conn.listener is not None else ""
         self.connections.labels(name).inc()
         self.accepted.labels(name).inc()
+
+    def authentication(self, listener: str, mechanism: str | None, failure: str | None, reauth: bool) -> None:
+        mechanism = mechanism if mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER") else ("other" if mechanism else "none")
+        if failure is None:
+            self.auth_ok.labels(listener, mechanism, "reauthentication" if reauth else "authentication").inc()
+        else:
+            self.auth_failed.labels(listener, mechanism, failure).inc()
 
     def connection_closed(self, conn) -> None:
         self.connections.labels(conn.listener.name if conn.listener is not None else "").dec()

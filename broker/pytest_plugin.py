@@ -24,6 +24,21 @@ sync and async tests alike can use them (async tests restart it with
 
 Test brokers default to ``offsets.topic.num.partitions=1`` (it makes start
 several times faster; set it back to 50 to mirror Kafka's placement).
+
+- ``kafkalite_secure_broker``: a broker per test with a secured listener and
+  generated credentials (``broker.testing.secured``): SASL_SSL with PLAIN,
+  SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER and one user unless the
+  ``kafkalite_security`` marker says otherwise (its arguments are
+  ``secured``'s). ``kafkalite_secure_broker.security`` holds the client
+  settings to match::
+
+    @pytest.mark.kafkalite_security("SASL_PLAINTEXT", mechanisms=["SCRAM-SHA-512"])
+    def test_login(kafkalite_secure_broker):
+        sec = kafkalite_secure_broker.security
+        Producer({"bootstrap.servers": kafkalite_secure_broker.bootstrap_servers, **sec.librdkafka()})
+
+  TLS certificates are made with the ``cryptography`` package (in the
+  ``certs`` and ``test`` extras). The plain fixtures are unchanged.
 """
 
 from __future__ import annotations
@@ -43,6 +58,11 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "kafkalite(settings=None, **settings): broker settings for the kafkalite_broker fixture")
+    config.addinivalue_line(
+        "markers",
+        "kafkalite_security(protocol='SASL_SSL', mechanisms=..., users=None, client_auth='none', plaintext=False): "
+        "the secured listener of the kafkalite_secure_broker fixture (broker.testing.secured)",
+    )
 
 
 def _ini_settings(config) -> dict[str, object]:
@@ -99,3 +119,20 @@ def kafkalite_session_broker(_kafkalite_session):
     broker.check_handler_errors()
     if not broker.running:
         broker.start()
+
+
+@pytest.fixture
+def kafkalite_secure_broker(request, tmp_path_factory):
+    """A fresh in-process broker with a secured listener and generated credentials (``.security``)."""
+    from broker.testing import BrokerThread, merge_settings, secured
+
+    marker = request.node.get_closest_marker("kafkalite_security")
+    args, kwargs = (marker.args, dict(marker.kwargs)) if marker is not None else ((), {})
+    kwargs.setdefault("tmp_dir", tmp_path_factory.mktemp("kafkalite-certs"))
+    security = secured(*args, **kwargs)
+    settings = merge_settings(_ini_settings(request.config), _marker_settings(request.node), security.settings)
+    broker = BrokerThread(tmp_path_factory.mktemp("kafkalite"), settings=settings, fail_on_handler_errors=_strict(request.config))
+    broker.security = security
+    broker.start()
+    yield broker
+    broker.close()

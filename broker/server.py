@@ -41,7 +41,13 @@ the limit at once.
 
 The broker binds one server per listener (``broker.listeners``); a connection
 knows its listener, so Metadata and FindCoordinator give each client the
-address of the listener it came through. Fault injection (``broker.faults``)
+address of the listener it came through. SSL and SASL_SSL listeners are TLS
+servers (the transport decrypts; a handshake not done within
+``ssl_handshake_timeout_ms`` is closed). On SASL listeners a connection starts
+with an ``Authenticator`` (``broker.security.authenticator``): until the client
+has authenticated, each frame goes to it (``_authenticate``), not to the
+request queue, and nothing else is answered. A connection's ``principal`` is
+what a later authorizer will check. Fault injection (``broker.faults``)
 and metrics (``broker.metrics``) hook the dispatch path only when in use: the
 plain path pays one attribute check.
 """
@@ -54,6 +60,7 @@ import gc
 import os
 import select
 import signal
+import socket
 import sys
 import time
 from collections import deque
@@ -62,6 +69,7 @@ from protocol.codec import build, drop_unknown, response_class
 from protocol.connection import ProtocolError, Request, ServerConnection, UnsupportedVersion
 from protocol.errors import ErrorCode
 from protocol.fast import ENCODERS as FAST_ENCODERS
+from protocol.framing import FrameError, encode_frame
 
 from .cluster import Cluster
 from .config import INT_MAX, BrokerConfig, per_ip_overrides
@@ -71,6 +79,7 @@ from .txn.service import TransactionCoordinator
 from .handlers import HANDLERS, PIPELINED, RequestContext, supported_versions
 from .listeners import Listener
 from .logs import get_logger
+from .security import ANONYMOUS
 
 log = get_logger("server")
 
@@ -98,6 +107,11 @@ _CONN_FREED = 2048  # and every closed connection this much
 _LINGER = 1.0
 
 _now = time.monotonic
+# TLS connections: SO_RCVLOWAT while a large request arrives (KafkaConnection._tune_lowat)
+_SO_RCVLOWAT = getattr(socket, "SO_RCVLOWAT", 0)
+_TLS_RECORD = 16384 + 256  # the most ciphertext of one TLS record the transport can hold undelivered
+_LOWAT_MIN = 64 * 1024
+_LOWAT_MAX = 256 * 1024
 _POLLRDHUP = getattr(select, "POLLRDHUP", 0)  # Linux
 _HUNG_UP = _POLLRDHUP | select.POLLHUP | select.POLLERR
 
@@ -121,6 +135,9 @@ class Broker:
             fsync_always=config.fsync == "always",
         )
         self.supported = supported_versions()
+        # TLS contexts and SASL mechanisms per listener (None: every listener is PLAINTEXT)
+        self.security = config.security
+        self._scram = None  # broker.security.scram.ScramStore, made when first needed
         self.server: asyncio.AbstractServer | None = None  # the first listener's
         self.listeners: list[Listener] = []
         self.connections: set[KafkaConnection] = set()
@@ -189,9 +206,32 @@ class Broker:
             ",".join(s.kafka_advertised(bound.get(s.name)) for s in self.specs),
         )
 
+    @property
+    def scram(self):
+        """The SCRAM credentials (broker/security/scram.py): the configuration's and AlterUserScramCredentials'."""
+        if self._scram is None:
+            from .security.scram import ScramStore
+
+            self._scram = ScramStore(self.config.data_dir, self.security.scram_users if self.security is not None else None)
+            self._scram.load()
+        return self._scram
+
+    def auth_event(self, conn, mechanism: str | None, failure: tuple[str, str] | None, *, reauth: bool = False) -> None:
+        """An authentication succeeded (``failure`` None) or failed ((kind, detail)): logged without
+        secrets, and counted when metrics are on."""
+        listener = conn.listener.name if conn.listener is not None else ""
+        if failure is None:
+            conn.log.debug("re-authenticated" if reauth else "authenticated", listener=listener, mechanism=mechanism, principal=conn.principal)
+        else:
+            conn.log.warning("authentication failed", listener=listener, mechanism=mechanism, reason=failure[0], detail=failure[1])
+        if self.metrics is not None:
+            self.metrics.authentication(listener, mechanism, None if failure is None else failure[0], reauth)
+
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         memory.tune()
+        if self.security is not None or (self.config.data_dir / "scram-credentials.json").exists():
+            self.scram  # noqa: B018 - read the credentials file now: a broken one stops the start
         self.cluster.load()
         self.cluster.logs.start_background()
         self.coordinator.start()
@@ -223,11 +263,18 @@ class Broker:
         try:
             for spec in self.specs:
                 listener = Listener(spec, spec.port)
+                if self.security is not None:
+                    listener.security = self.security.listeners.get(spec.name)
+                tls = {}
+                if listener.security is not None and listener.security.ssl_context is not None:
+                    tls = {"ssl": listener.security.ssl_context, "ssl_handshake_timeout": self.security.handshake_timeout_s}
                 host, port = spec.bind_address()
-                listener.server = await loop.create_server(lambda listener=listener: KafkaConnection(self, listener), host, port, reuse_address=True)
+                listener.server = await loop.create_server(
+                    lambda listener=listener: KafkaConnection(self, listener), host, port, reuse_address=True, **tls
+                )
                 listener.port = listener.server.sockets[0].getsockname()[1]
                 self.listeners.append(listener)
-                log.info("listening", listener=spec.name, host=host, port=listener.port, data_dir=str(self.config.data_dir))
+                log.info("listening", listener=spec.name, protocol=spec.protocol, host=host, port=listener.port, data_dir=str(self.config.data_dir))
         except OSError:
             self.failed_bind = (spec.name, spec.host, spec.port)
             self._unbind()
@@ -446,6 +493,7 @@ class KafkaConnection(asyncio.Protocol):
     __slots__ = (
         "broker", "listener", "transport", "proto", "queue", "task", "waiter", "linger", "ctx", "paused", "closing", "draining",
         "held", "seen", "ip", "software", "client_id", "_peer", "_log", "held_out", "inflight", "settle_waiter",
+        "principal", "auth", "sasl", "expires", "lowat",
     )  # fmt: skip
 
     def __init__(self, broker: Broker, listener: Listener | None = None) -> None:
@@ -476,6 +524,14 @@ class KafkaConnection(asyncio.Protocol):
         # what the task waits on until they are all answered
         self.inflight: deque | None = None
         self.settle_waiter: asyncio.Future | None = None
+        # security: who the client is (User:ANONYMOUS, User:<name> after SASL, User:<certificate
+        # subject> for SSL client certificates); on a SASL listener the Authenticator until the
+        # client has authenticated, then its Session, and when that session expires (monotonic)
+        self.principal = ANONYMOUS
+        self.auth = None
+        self.sasl = None
+        self.expires: float | None = None
+        self.lowat: int | None = None  # TLS: the socket's SO_RCVLOWAT (see _tune_lowat)
 
     @property
     def peer(self) -> str:
@@ -524,9 +580,25 @@ class KafkaConnection(asyncio.Protocol):
             broker.metrics.connection_opened(self)
         if broker.pool_full:
             self._pause(_POOL)
+        listener = self.listener
+        security = listener.security if listener is not None else None
+        if security is not None:  # a listener with TLS or SASL (modules imported only then)
+            if security.ssl_context is not None and _SO_RCVLOWAT:
+                self.lowat = 1
+            if security.client_auth != "none":
+                from .security.tls import peer_principal
+
+                self.principal = peer_principal(transport) or ANONYMOUS
+            if security.sasl:
+                from .security.authenticator import Authenticator
+
+                self.auth = Authenticator(self, security, broker.scram)
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
+            return
+        if self.auth is not None:  # a SASL client that has not authenticated yet
+            self._authenticate(data)
             return
         broker = self.broker
         proto = self.proto
@@ -543,6 +615,8 @@ class KafkaConnection(asyncio.Protocol):
         added = frames.buffered - before
         queue = self.queue
         if events:
+            if self.expires is not None and self._session_over(events):
+                return
             for event in events:
                 if type(event) is Request:
                     added += event.size + 4
@@ -562,6 +636,28 @@ class KafkaConnection(asyncio.Protocol):
             self._pause(_QUEUE)
         if broker.request_bytes >= broker.request_bytes_limit:
             broker._pool_over(self, bool(events))
+        if self.lowat is not None:
+            self._tune_lowat(frames)
+
+    def _tune_lowat(self, frames) -> None:
+        """TLS connections in the middle of a large request: wake up for no less than most of its
+        rest. A TLS client writes records of 16 KiB at most (librdkafka much smaller ones), and the
+        transport decrypts and hands over what arrived at each wake-up, which for large requests
+        cost twice the CPU of the decryption itself (bench/tls_cost.py). With SO_RCVLOWAT the
+        kernel reports the socket readable only once that many bytes wait (or at EOF): the rest of
+        the frame, less one TLS record (the transport may hold up to one partial record of it
+        already), at most _LOWAT_MAX. Back to 1 between frames, so a small request is never held."""
+        need = frames._need
+        left = need - frames.buffered if need >= 0 else 0
+        want = min(left - _TLS_RECORD, _LOWAT_MAX) if left > _LOWAT_MIN + _TLS_RECORD else 1
+        if want != self.lowat:
+            sock = self.transport.get_extra_info("socket")
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, _SO_RCVLOWAT, want)
+            except (OSError, AttributeError):
+                self.lowat = None
+                return
+            self.lowat = want
 
     def pause_writing(self) -> None:
         self._pause(_WRITE)
@@ -606,6 +702,108 @@ class KafkaConnection(asyncio.Protocol):
         broker._exempt_skip.discard(self)
         if broker.pool_full and broker.request_bytes < broker.request_bytes_resume:
             broker._pool_clear()
+
+    # -- SASL -------------------------------------------------------------
+    def _authenticate(self, data: bytes) -> None:
+        """Before a SASL client has authenticated: its frames (at most ``sasl.server.max.receive.size``
+        each) go one by one to the Authenticator, which answers here and now; none reaches the
+        request queue. Frames that follow the one that completed it are requests as any others."""
+        auth = self.auth
+        proto = self.proto
+        if proto is None:
+            proto = self.proto = ServerConnection(self.broker.supported, min(auth.max_receive, self.broker.config.max_frame_bytes))
+        try:
+            frames = proto._frames.feed(data)
+        except FrameError as exc:
+            auth.failure = ("oversized" if "exceeds" in str(exc) else "malformed", str(exc))
+            self._auth_closed(auth)
+            return
+        for i, frame in enumerate(frames):
+            try:
+                out, close = auth.receive(frame)
+            except Exception as exc:  # noqa: BLE001 - a bug in the authenticator: close only this connection
+                self.log.error("authenticator failed", exc_info=exc)
+                hook = self.broker.on_handler_error
+                if hook is not None:
+                    hook("SaslAuthenticator", Request(-1, 0, 0, None, None, len(frame)), exc)
+                self.close()
+                return
+            if out is not None and not self.closing:
+                self.transport.write(out)
+            if close:
+                self._auth_closed(auth)
+                return
+            self.seen = _now()
+            if auth.complete:
+                session = auth.session
+                self.auth = None
+                self.sasl = session
+                self.principal = session.principal
+                self.expires = session.expires
+                self.broker.auth_event(self, session.mechanism, None)
+                rest = b"".join(encode_frame(f) for f in frames[i + 1 :]) + proto._frames.take_pending()
+                self.proto = None  # the next one takes frames up to socket.request.max.bytes
+                if rest:
+                    self.data_received(rest)
+                return
+
+    def _auth_closed(self, auth) -> None:
+        self.broker.auth_event(self, auth.mechanism, auth.failure or ("illegal_state", "closed"))
+        self.close()
+
+    def _session_over(self, events) -> bool:
+        """A SASL session with an expiry (KIP-368): past it, any request but SaslHandshake (which may
+        start a re-authentication) closes the connection; during a re-authentication, any but
+        SaslAuthenticate. True if it closed."""
+        session = self.sasl
+        if session.reauthenticating:
+            allowed, why = 36, "a request other than SaslAuthenticate during re-authentication"
+        elif session.expired():
+            allowed, why = 17, "the SASL session expired (connections.max.reauth.ms) without re-authentication"
+        else:
+            return False
+        for event in events:
+            if event.api_key != allowed:
+                self.broker.auth_event(self, session.mechanism, ("expired_session" if allowed == 17 else "illegal_state", why), reauth=True)
+                self.close()
+                return True
+        return False
+
+    def answer_now(self, event: Request) -> bytes | None:
+        """Answer ``event`` here and now, outside the request task (ApiVersions before SASL
+        authentication); None if its handler failed (the connection is then closed)."""
+        if self.ctx is None:
+            self.ctx = RequestContext(self.broker, self, _ConnectionLog(self))
+        self.ctx.request = event
+        coro = HANDLERS[event.api_key].handle(self.ctx, event.body)
+        try:
+            coro.send(None)
+        except StopIteration as stop:
+            try:
+                return self._encode(event, stop.value)
+            except Exception as exc:  # noqa: BLE001 - an encoder bug: as a handler's
+                self._handler_failed(event, exc)
+                return None
+        except Exception as exc:  # noqa: BLE001 - a handler bug must not take the broker down
+            self._handler_failed(event, exc)
+            return None
+        coro.close()
+        self._handler_failed(event, RuntimeError(f"{HANDLERS[event.api_key].NAME} waited while answered before authentication"))
+        return None
+
+    def answer_unsupported(self, event: UnsupportedVersion) -> bytes:
+        if self.ctx is None:
+            self.ctx = RequestContext(self.broker, self, _ConnectionLog(self))
+        return self._unsupported(event)
+
+    def answer_and_close(self, body) -> None:
+        """Send ``body`` as the answer to the request being handled, then close (a failed SASL
+        re-authentication); the handler then returns None. Earlier answers go first."""
+        event = self.ctx.request
+        self._send_held()
+        if body is not None and not self.closing:
+            self.transport.write(self._encode(event, body))
+        self.close()
 
     # -- processing -------------------------------------------------------
     def _pause(self, why: int) -> None:
@@ -1014,6 +1212,13 @@ async def run(config: BrokerConfig) -> int:
     except OSError as exc:
         name, host, port = getattr(broker, "failed_bind", ("?", "?", "?"))
         log.error("cannot listen", listener=name, host=host, port=port, error=str(exc))
+        return 1
+    except RuntimeError as exc:
+        from .security.scram import ScramStoreError
+
+        if not isinstance(exc, ScramStoreError):
+            raise
+        log.error("cannot start", error=str(exc))
         return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -27,6 +27,14 @@ Unless the application configured structlog, the broker logs warnings and
 errors to stderr (``log_level``; None leaves structlog alone).
 The pytest plugin (``broker/pytest_plugin.py``) wraps these as fixtures.
 
+A broker with TLS or SASL listeners and generated credentials: ``secured()``
+gives its settings and each client's (``broker/security/testkit.py``,
+docs/security.md)::
+
+    sec = secured("SASL_SSL", mechanisms=("SCRAM-SHA-512",))
+    with BrokerThread(settings=sec.settings) as broker:
+        Producer({"bootstrap.servers": broker.bootstrap_servers, **sec.librdkafka()})
+
 A request handler that raises is a broker bug (the broker logs "handler
 failed" and closes the client's connection). A test broker notes every such
 failure and ``close()`` (so ``async with`` and ``with`` too) raises
@@ -49,8 +57,9 @@ from pathlib import Path
 from .config import BrokerConfig, load_config
 from .config import lookup as _lookup
 from .faults import Faults
+from .security.testkit import Secured, secured, unsecured_jwt
 
-__all__ = ["Broker", "BrokerThread", "HandlerFailed", "TEST_DEFAULTS"]
+__all__ = ["Broker", "BrokerThread", "HandlerFailed", "Secured", "TEST_DEFAULTS", "secured", "unsecured_jwt"]
 
 # what test brokers change from the broker's defaults: one __consumer_offsets
 # partition instead of 50 makes start several times faster (each partition's
@@ -305,6 +314,7 @@ class BrokerThread:
     ) -> None:
         self.broker = Broker(data_dir, settings=settings, log_level=log_level, fail_on_handler_errors=fail_on_handler_errors, **kwargs)
         self.faults = self.broker.faults
+        self.security: Secured | None = None  # the client settings of a secured broker (the pytest plugin sets it)
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 

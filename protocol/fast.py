@@ -19,13 +19,17 @@ _I32_I16 = struct.Struct(">ih")
 _PART = struct.Struct(">ih")
 
 
-def _uvarint(n: int) -> bytes:
+def uvarint(n: int) -> bytes:
+    """An unsigned varint (flexible versions' lengths and counts)."""
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+_uvarint = uvarint
 
 
 def _code(value) -> int:

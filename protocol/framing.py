@@ -61,6 +61,18 @@ class FrameDecoder:
         """Whether part of a frame (or of its size prefix) has been received."""
         return self._need >= 0 or len(self._buf) > 0
 
+    def take_pending(self) -> bytes:
+        """The bytes received and not yet handed out as a frame, as they came (size prefix
+        included), and a decoder emptied of them: what a connection that changes decoders
+        between two frames (kafkalite's SASL authentication) carries over to the next one."""
+        head = _SIZE.pack(self._need) if self._need >= 0 else b""
+        out = b"".join([head, *(self._pieces or ()), bytes(self._buf)])
+        self._buf = bytearray()
+        self._need = -1
+        self._pieces = None
+        self._have = self.buffered = 0
+        return out
+
     def feed(self, data: bytes) -> list[bytes]:
         """Add bytes; return every frame now complete (payload without prefix)."""
         if self._pieces is not None:

@@ -52,6 +52,10 @@ _TABLE = (
     ("describe_producers", 61, "DescribeProducers", (0, 0)),
     ("describe_transactions", 65, "DescribeTransactions", (0, 0)),
     ("list_transactions", 66, "ListTransactions", (0, 2)),
+    ("sasl_handshake", 17, "SaslHandshake", (0, 1)),
+    ("sasl_authenticate", 36, "SaslAuthenticate", (0, 2)),
+    ("describe_user_scram_credentials", 50, "DescribeUserScramCredentials", (0, 0)),
+    ("alter_user_scram_credentials", 51, "AlterUserScramCredentials", (0, 0)),
 )
 _MODULES = tuple(row[0] for row in _TABLE)
 
@@ -142,3 +146,9 @@ class RequestContext:
     @property
     def version(self) -> int:
         return self.request.api_version
+
+    @property
+    def principal(self) -> str:
+        """Who sent the request: ``User:<name>`` (SASL), ``User:<subject>`` (an SSL client
+        certificate) or ``User:ANONYMOUS`` (broker/security/__init__.py)."""
+        return getattr(self.conn, "principal", "User:ANONYMOUS")

@@ -35,6 +35,7 @@ AREAS = {
     "txn": "Transactions: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, read_committed",
     "kip848": "KIP-848 ConsumerGroupHeartbeat / ConsumerGroupDescribe",
     "data": "Produce / Fetch / ListOffsets / versions / unknown topics",
+    "sasl": "SaslHandshake / SaslAuthenticate on a PLAINTEXT listener, SCRAM credentials",
 }
 
 
@@ -51,7 +52,7 @@ def scenario(area: str):
 
 
 def load_all() -> dict[str, Scenario]:
-    from .scenarios import admin, classic, commit, data, fetch, kip848, static, txn  # noqa: F401 - registration
+    from .scenarios import admin, classic, commit, data, fetch, kip848, sasl, static, txn  # noqa: F401 - registration
 
     return SCENARIOS
 

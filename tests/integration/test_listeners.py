@@ -132,8 +132,11 @@ def test_bad_listener_settings_exit_2(tmp_path, capsys):
         (["--listener", "A:127.0.0.1:0"], "expected NAME://host:port"),
         (["--listener", "A://127.0.0.1:0", "--advertised-listener", "B://h:1"], "not one of the listeners"),
         (["--listener", "A://127.0.0.1:0", "--advertised-listener", "A://0.0.0.0:1"], "cannot be advertised"),
-        (["--listener", "SSL://127.0.0.1:0"], "PLAINTEXT only"),
-        (["--listener", "A://127.0.0.1:0", "--set", "listener.security.protocol.map=A:SSL"], "PLAINTEXT only"),
+        (["--listener", "SSL://127.0.0.1:0"], "a TLS listener needs ssl.keystore.location"),
+        (["--listener", "A://127.0.0.1:0", "--set", "listener.security.protocol.map=A:SSL"], "a TLS listener needs ssl.keystore.location"),
+        (["--listener", "A://127.0.0.1:0", "--set", "listener.security.protocol.map=A:TLS"], "unknown security protocol"),
+        (["--listener", "A://127.0.0.1:0", "--set", "listener.security.protocol.map=B:SSL"], "missing from listener.security.protocol.map"),
+        (["--listener", "SASL_PLAINTEXT://127.0.0.1:0"], "needs sasl.enabled.mechanisms"),
         (["--listener", "A://127.0.0.1:0", "--listener", "a://127.0.0.1:1"], "defined twice"),
         (["--advertised-listener", "A://h:1"], "need listeners"),
     ]
@@ -147,4 +150,4 @@ def test_bad_listener_settings_exit_2(tmp_path, capsys):
         [sys.executable, "-m", "broker", "serve", "--data-dir", str(tmp_path / "d"), "--listener", "SSL://127.0.0.1:0"],
         cwd=ROOT, capture_output=True, text=True, timeout=30,
     )
-    assert out.returncode == 2 and "PLAINTEXT only" in out.stderr and "Traceback" not in out.stderr and out.stdout == ""
+    assert out.returncode == 2 and "needs ssl.keystore.location" in out.stderr and "Traceback" not in out.stderr and out.stdout == ""

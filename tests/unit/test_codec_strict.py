@@ -163,6 +163,10 @@ def _requests(topic: str, topic_id: uuid.UUID, group: str, version: int, batch: 
         61: {"topics": [{"name": topic, "partition_indexes": [0, 9]}]},
         65: {"transactional_ids": ["tx", "unknown"]},
         66: {"state_filters": ["Ongoing", "Nonsense"], "producer_id_filters": [], "duration_filter": -1, "transactional_id_pattern": None},
+        17: {"mechanism": "PLAIN"},  # on a connection that is not SASL: ILLEGAL_SASL_STATE
+        36: {"auth_bytes": b"\0u\0p"},
+        51: {"deletions": [{"name": "nobody", "mechanism": 1}], "upsertions": [{"name": "u", "mechanism": 2, "iterations": 4096, "salt": b"s" * 16, "salted_password": b"p" * 64}]},
+        50: {"users": [{"name": "u"}, {"name": "nobody"}]},
         25: {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "group_id": group},
         26: {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "committed": True},
         28: {"transactional_id": "tx", "group_id": group, "producer_id": 1, "producer_epoch": 0, "generation_id": -1, "member_id": "", "group_instance_id": None,

@@ -1,0 +1,72 @@
+"""SASL requests where the conformance brokers can take them: their PLAINTEXT listener (where Kafka's
+request handler answers SaslHandshake and SaslAuthenticate with ILLEGAL_SASL_STATE), and SCRAM
+credentials through DescribeUserScramCredentials and AlterUserScramCredentials.
+
+The SASL listeners' own behaviour (unsupported mechanism, bad credentials, the states of the
+exchange, re-authentication) is compared with Kafka 4.1 in tests/security/test_sasl_protocol.py,
+whose two brokers have SASL and TLS listeners; the conformance brokers have one PLAINTEXT listener.
+"""
+
+from __future__ import annotations
+
+from ..driver import Driver
+from ..registry import scenario
+
+
+@scenario("sasl")
+def handshake_on_plaintext(d: Driver):
+    """SaslHandshake v0 and v1 on a PLAINTEXT listener: ILLEGAL_SASL_STATE, no mechanisms; the connection stays."""
+    for v in (0, 1):
+        r = d.req(17, v, {"mechanism": "PLAIN"})
+        d.obs(f"v{v}", error=r.error_code, mechanisms=list(r.mechanisms))
+    r = d.req(18, 3, {"client_software_name": "cf", "client_software_version": "1"})
+    d.obs("still-open", error=r.error_code)
+
+
+@scenario("sasl")
+def authenticate_on_plaintext(d: Driver):
+    """SaslAuthenticate v0-2 on a PLAINTEXT listener: ILLEGAL_SASL_STATE with Kafka's message."""
+    for v in (0, 1, 2):
+        r = d.req(36, v, {"auth_bytes": b"\0user\0password"})
+        d.obs(f"v{v}", error=r.error_code, message=r.error_message, auth_bytes=r.auth_bytes,
+              session_lifetime=getattr(r, "session_lifetime", None))
+
+
+@scenario("sasl")
+def scram_credentials(d: Driver):
+    """AlterUserScramCredentials' validation (iterations, mechanism, empty name, duplicates, deleting
+    what does not exist), then DescribeUserScramCredentials of what was made and what was not."""
+    salt, salted = b"s" * 16, b"p" * 64
+
+    def up(name, mechanism=1, iterations=4096):
+        return {"name": name, "mechanism": mechanism, "iterations": iterations, "salt": salt, "salted_password": salted}
+
+    r = d.req(51, 0, {
+        "deletions": [{"name": d.group("gone"), "mechanism": 1}, {"name": d.group("bad-mech"), "mechanism": 0}],
+        "upsertions": [up(d.group("few"), iterations=4095), up(d.group("many"), 2, 16385), up(d.group("edge"), 2, 16384),
+                       up(""), up(d.group("twice")), up(d.group("twice"), 2), up(d.group("ok"))],
+    })
+    d.obs("alter", results=sorted(([d.strip(x.user), x.error_code.name, x.error_message] for x in r.results), key=lambda x: x[0]))
+    _wait(d, {"ok": [[1, 4096]], "edge": [[2, 16384]]})  # Kafka's broker learns of them from its controller a moment later
+    r = d.req(51, 0, {"deletions": [], "upsertions": [up(d.group("ok"), 2, 8192)]})
+    d.obs("second-mechanism", results=[[d.strip(x.user), x.error_code.name, x.error_message] for x in r.results])
+    _wait(d, {"ok": [[1, 4096], [2, 8192]]})
+    r = d.req(50, 0, {"users": [{"name": d.group("ok")}, {"name": d.group("edge")}, {"name": d.group("few")}, {"name": d.group("edge")}]})
+    d.obs("describe", error=r.error_code, message=r.error_message,
+          results=sorted(([d.strip(x.user), x.error_code.name, x.error_message, sorted([i.mechanism, i.iterations] for i in x.credential_infos)] for x in r.results), key=lambda x: x[0]))
+    r = d.req(51, 0, {"deletions": [{"name": d.group("ok"), "mechanism": 1}, {"name": d.group("edge"), "mechanism": 2}], "upsertions": []})
+    d.obs("delete", results=sorted(([d.strip(x.user), x.error_code.name, x.error_message] for x in r.results), key=lambda x: x[0]))
+    _wait(d, {"ok": [[2, 8192]], "edge": []})
+    r = d.req(50, 0, {"users": [{"name": d.group("ok")}, {"name": d.group("edge")}]})
+    d.obs("after-delete", results=sorted(([d.strip(x.user), x.error_code.name, sorted([i.mechanism, i.iterations] for i in x.credential_infos)] for x in r.results), key=lambda x: x[0]))
+
+
+def _wait(d: Driver, expected: dict[str, list]) -> None:
+    """Until DescribeUserScramCredentials shows ``expected`` (label -> [[mechanism, iterations]...], [] for none)."""
+
+    def shown():
+        r = d.req(50, 0, {"users": [{"name": d.group(label)} for label in expected]})
+        got = {d.strip(x.user): sorted([i.mechanism, i.iterations] for i in x.credential_infos) for x in r.results}
+        return got == expected
+
+    d.until(shown, what="SCRAM credentials to show")

@@ -19,7 +19,12 @@ appends. The rules are Kafka 4.x's log cleaner's (``Cleaner``,
   transaction's entry becomes "ongoing" once the walk reaches its first
   offset; a transactional batch of that producer until the ABORT marker is
   aborted data and is removed. Every other batch below the last stable offset
-  is committed (or not transactional) and is cleaned by key.
+  is committed (or not transactional) and is cleaned by key. A walk leaves out
+  the entries whose ABORT marker is below where it begins (the offset map's
+  walk begins at the dirty part; retention leaves entries below the log start
+  until the next marker), as Kafka's ``collectAbortedTransactions(start, end)``
+  does: such an entry, ongoing, would stand for its producer's next aborted
+  transaction, whose data would then count as committed.
 * **Markers.** A COMMIT marker can go once no batch of its transaction is left
   in the log (none was seen on this pass), an ABORT marker likewise; an empty
   control batch can go at once. Like tombstones, such a marker is first given
@@ -201,8 +206,14 @@ class _TxnWalk:
         i = self._next
         while i < len(todo) and todo[i].first_offset <= offset:
             e = todo[i]
-            self._aborted.setdefault(e.producer_id, [e, False])
             i += 1
+            if e.last_offset < offset:
+                # its marker is behind the walk, which did not meet it (the walk began past it:
+                # the offset map skips the clean part, retention may have deleted it): none of its
+                # data is ahead. Made ongoing, it would stand for a later transaction of its
+                # producer, whose aborted data would then count as committed.
+                continue
+            self._aborted.setdefault(e.producer_id, [e, False])
         self._next = i
 
     def on_data(self, hdr: BatchHeader) -> bool:

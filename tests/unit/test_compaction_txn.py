@@ -344,6 +344,72 @@ def test_aborted_transaction_spanning_segments(tmp_path):
     check_txn_files(plog)
 
 
+def test_an_aborted_transaction_cleaned_earlier_does_not_stand_for_its_producers_next_one(tmp_path):
+    """The interleaving of a failure of the background test below: a pass runs while producer 1's
+    second aborted transaction has begun in the segment it cleans and goes on in the active one.
+    The next pass maps only the dirty part, from offset 4; the first transaction's entry is still
+    listed (its data was there for the first pass) but its marker is in the clean part. Walked as
+    ongoing, it stood for the second transaction, whose aborted f=bad then counted as committed:
+    it outdated f=good, and went itself as aborted data, so f was gone."""
+    plog = open_log(tmp_path / "p-0")
+    w = Writer(plog)
+    w.txn(1, ("x", "a0"))  # 0: aborted
+    w.abort(1)  # 1
+    w.plain(("f", "good"))  # 2
+    w.txn(1, ("y", "a1"))  # 3: aborted (at 5)
+    w.roll()
+    w.txn(1, ("f", "bad"))  # 4
+    w.abort(1)  # 5
+    expected = {b"f": b"good"}
+    assert view(read_committed(plog)) == expected
+    stats = plog.compact(T0)  # cleans [0, 4): the first entry stays, its data was there
+    assert stats.first_uncleanable == 4 and plog.aborted_transactions(0, 6) == [(1, 0), (1, 3)]
+    assert view(read_committed(plog)) == expected
+    w.roll()
+    stats = plog.compact(T0)  # maps the dirty part [4, 6) only
+    assert stats.first_uncleanable == 6
+    assert view(read_committed(plog)) == expected
+    assert (2, b"f", b"good") in [(r.offset, r.key, r.value) for h, b in all_batches(plog) if not h.is_control for r in iter_records(b)]
+    check_txn_files(plog)
+    for now in (T0 + 1, T0 + 2 * RET, T0 + 4 * RET):
+        plog.compact(now)
+        assert view(read_committed(plog)) == expected
+        check_txn_files(plog)
+
+
+def test_an_aborted_transaction_below_the_log_start_does_not_stand_for_its_producers_next_one(tmp_path):
+    """Retention (cleanup.policy=compact,delete) deleted the segment holding producer 1's first
+    aborted transaction; its entry leaves the list only at the next marker appended. Cleaning
+    meanwhile must still find the second transaction's data aborted: not outdating f=good, and
+    its ABORT marker not given a delete horizon while the transaction is listed."""
+    import dataclasses
+
+    plog = open_log(tmp_path / "p-0", cleanup_policy="compact,delete", retention_ms=-1)
+    w = Writer(plog)
+    w.txn(1, ("x", "a0"))  # 0: aborted
+    w.abort(1)  # 1
+    w.txn(1, ("y", "a1"))  # 2: aborted (at 5)
+    w.roll()
+    w.plain(("f", "good"))  # 3
+    w.txn(1, ("f", "bad"))  # 4
+    w.abort(1)  # 5
+    w.roll()
+    w.plain(("z", "z"))  # 6
+    first = plog.iter_segments().__next__().size
+    plog.update_config(dataclasses.replace(plog.config, retention_bytes=plog.size_bytes - first))
+    assert plog.enforce_retention(T0) == 1 and plog.log_start_offset == 3
+    assert [e.last_offset for e in plog._txn.aborted] == [1, 5]  # the first one is still listed
+    expected = {b"f": b"good", b"z": b"z"}
+    assert view(read_committed(plog)) == expected
+    plog.compact(T0)
+    assert view(read_committed(plog)) == expected
+    assert [(h.base_offset, h.records_count) for h, _ in all_batches(plog) if h.producer_id == 1] == [(4, 0), (5, 1)]
+    assert [h.delete_horizon_ms for h, _ in all_batches(plog) if h.base_offset == 5] == [None]
+    for now in (T0 + 1, T0 + 2 * RET):
+        plog.compact(now)
+        assert view(read_committed(plog)) == expected
+
+
 # =========================================================================== rule 3: markers and tombstones
 def test_a_commit_marker_stays_while_its_transaction_has_data(tmp_path):
     plog = open_log(tmp_path / "p-0")

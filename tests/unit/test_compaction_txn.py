@@ -779,6 +779,18 @@ def _apply(w: Writer, model: Model, op, n: int) -> None:
         w.roll()
 
 
+def _random_step(w: Writer, model: Model, rng: random.Random, n: int) -> None:
+    """One step of a random history: a plain record (a tenth of them tombstones), a transactional
+    batch of producer 1-4, or the end (commit or abort) of one's transaction."""
+    r, pid = rng.random(), rng.randint(1, 4)
+    if r < 0.3:
+        _apply(w, model, ("plain", rng.choice("abcdefgh"), rng.random() < 0.1), n)
+    elif r < 0.7:
+        _apply(w, model, ("txn", pid, [(rng.choice("abcdefgh"), False) for _ in range(rng.randint(1, 2))]), n)
+    else:
+        _apply(w, model, ("end", pid, rng.random() < 0.6), n)
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_cleaning_between_appends_never_changes_what_read_committed_consumers_see(tmp_path, seed):
     """Passes at random points of a random history (time moving on), not only at its end: after
@@ -791,13 +803,7 @@ def test_cleaning_between_appends_never_changes_what_read_committed_consumers_se
     rng = random.Random(seed)
     now = T0
     for n in range(250):
-        r, pid = rng.random(), rng.randint(1, 4)
-        if r < 0.3:
-            _apply(w, model, ("plain", rng.choice("abcdefgh"), rng.random() < 0.1), n)
-        elif r < 0.7:
-            _apply(w, model, ("txn", pid, [(rng.choice("abcdefgh"), False) for _ in range(rng.randint(1, 2))]), n)
-        else:
-            _apply(w, model, ("end", pid, rng.random() < 0.6), n)
+        _random_step(w, model, rng, n)
         if rng.random() < 0.15:
             plog.compact(now)
             now += RET // 3
@@ -897,14 +903,7 @@ def test_cleaning_in_the_background_while_transactions_are_written_and_read(tmp_
     t.start()
     try:
         for n in range(1500):
-            r = rng.random()
-            pid = rng.randint(1, 4)
-            if r < 0.3:
-                _apply(w, model, ("plain", rng.choice("abcdefgh"), rng.random() < 0.1), n)
-            elif r < 0.7:
-                _apply(w, model, ("txn", pid, [(rng.choice("abcdefgh"), False) for _ in range(rng.randint(1, 2))]), n)
-            else:
-                _apply(w, model, ("end", pid, rng.random() < 0.6), n)
+            _random_step(w, model, rng, n)
             if n % 50 == 0:
                 assert view(read_committed(plog)) == model.view()
     finally:

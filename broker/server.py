@@ -47,7 +47,9 @@ servers (the transport decrypts; a handshake not done within
 with an ``Authenticator`` (``broker.security.authenticator``): until the client
 has authenticated, each frame goes to it (``_authenticate``), not to the
 request queue, and nothing else is answered. A connection's ``principal`` is
-what a later authorizer will check. Fault injection (``broker.faults``)
+what the handlers check against ACLs (``broker.security.authorizer``, when
+``authorizer.class.name`` is set; ``Broker.authorizer`` is None otherwise, and
+each handler's checks are one attribute test). Fault injection (``broker.faults``)
 and metrics (``broker.metrics``) hook the dispatch path only when in use: the
 plain path pays one attribute check.
 """

@@ -6,12 +6,14 @@ creation is checked on its own (INVALID_REQUEST: an ANY or unknown resource
 type, pattern type other than LITERAL/PREFIXED, ANY or unknown operation or
 permission, an empty name, a CLUSTER resource not named ``kafka-cluster``);
 the valid ones are kept (durably, before the answer), an existing binding
-once.
+once. A creation with ANY (or MATCH) in it cannot even be made into a binding
+by Kafka's AclApis: the whole request fails, every result UNKNOWN_SERVER_ERROR
+without a message, and nothing is created.
 """
 
 from protocol.errors import ErrorCode
 
-from ..security.authorizer import Operation, validate_new
+from ..security.authorizer import Operation, PatternType, Permission, ResourceType, validate_new
 from ._acls import binding
 
 API_KEY = 30
@@ -29,9 +31,14 @@ async def handle(ctx, req):
     store = ctx.broker.acls
     if store is None:
         return _all(req, ErrorCode.security_disabled, "No Authorizer is configured.")
+    bindings = [binding(c) for c in req.creations]
+    if any(
+        b.resource_type == ResourceType.ANY or b.pattern_type in (PatternType.ANY, PatternType.MATCH) or b.operation == Operation.ANY or b.permission == Permission.ANY
+        for b in bindings
+    ):
+        return _all(req, ErrorCode.unknown_server_error, None)
     results, valid = [], []
-    for c in req.creations:
-        b = binding(c)
+    for b in bindings:
         why = validate_new(b)
         if why is None:
             valid.append(b)

@@ -165,6 +165,11 @@ class AclBinding:
 
 def validate_new(b: AclBinding) -> str | None:
     """Why an ACL cannot be created (INVALID_REQUEST), or None: Kafka's AclApis and AclControlManager checks."""
+    # the broker's checks (AclApis) come before the controller's (AclControlManager.validateNewAcl)
+    if b.resource_type == ResourceType.CLUSTER and b.name != CLUSTER_NAME:
+        return f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
+    if not b.name:
+        return "Invalid empty resource name"
     if b.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
         return f"Invalid resourceType {b.resource_type.name}"
     if b.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
@@ -173,10 +178,6 @@ def validate_new(b: AclBinding) -> str | None:
         return f"Invalid operation {b.operation.name}"
     if b.permission not in (Permission.ALLOW, Permission.DENY):
         return f"Invalid permissionType {b.permission.name}"
-    if b.resource_type == ResourceType.CLUSTER and b.name != CLUSTER_NAME:
-        return f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
-    if not b.name:
-        return "Invalid empty resource name"
     return None
 
 

@@ -239,3 +239,53 @@ def test_kafka_acls_adds_lists_and_removes(acl_target):
     assert "operation=WRITE" not in listed and "operation=DESCRIBE" in listed
     _kafka_acls(acl_target, "--remove", "--force", *resource)
     assert "User:alice" not in _kafka_acls(acl_target, "--list", *resource)
+
+
+def test_acl_apis_answer_as_kafka(acl_target):
+    """CreateAcls' validation, DescribeAcls' grouping, DeleteAcls' matches, and the cluster checks, by raw requests."""
+    from protocol.errors import ErrorCode
+
+    from .raw import Raw, plain_token
+
+    name = _name("raw")
+    acl = {"principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3}
+    creations = [
+        {"resource_type": 2, "resource_name": name, "resource_pattern_type": 4, **acl},
+        {"resource_type": 2, "resource_name": name, "resource_pattern_type": 4, **acl},  # the same again: kept once
+        {"resource_type": 3, "resource_name": name, "resource_pattern_type": 3, **acl, "permission_type": 2},
+        {"resource_type": 2, "resource_name": "", "resource_pattern_type": 3, **acl},
+        {"resource_type": 4, "resource_name": "cluster", "resource_pattern_type": 3, **acl},
+    ]
+    valid_first = {"resource_type": 5, "resource_name": name, "resource_pattern_type": 3, **acl, "operation": 4}
+    with Raw(acl_target.plaintext) as c:
+        r = c.request(30, 3, {"creations": creations})
+        assert [(x.error_code, x.error_message) for x in r.results] == [(ErrorCode.none, None)] * 3 + [
+            (ErrorCode.invalid_request, "Invalid empty resource name"),
+            (ErrorCode.invalid_request, "The only valid name for the CLUSTER resource is kafka-cluster"),
+        ]
+        # ANY or MATCH where a binding needs a value: the whole request fails, and nothing is created
+        for bad in ({"resource_type": 1}, {"resource_pattern_type": 2}, {"resource_pattern_type": 1}, {"operation": 1}, {"permission_type": 1}):
+            r = c.request(30, 3, {"creations": [valid_first, {**creations[0], **bad}]})
+            assert [(x.error_code, x.error_message) for x in r.results] == [(ErrorCode.unknown_server_error, None)] * 2, bad
+        flt = {"resource_type_filter": 1, "resource_name_filter": name, "pattern_type_filter": 1, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+        deadline = time.monotonic() + 30
+        while len((d := c.request(29, 3, flt)).resources) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert d.error_code == ErrorCode.none  # and no TRANSACTIONAL_ID binding: those requests failed whole
+        assert sorted((x.resource_type, x.resource_name, x.pattern_type, [(a.principal, a.host, a.operation, a.permission_type) for a in x.acls]) for x in d.resources) == [
+            (2, name, 4, [("User:alice", "*", 3, 3)]),
+            (3, name, 3, [("User:alice", "*", 3, 2)]),
+        ]
+        # MATCH: the prefixed binding applies to a longer name; the group's does not
+        d = c.request(29, 3, {**flt, "resource_type_filter": 2, "resource_name_filter": name + "-x", "pattern_type_filter": 2})
+        assert [(x.resource_name, x.pattern_type) for x in d.resources] == [(name, 4)]
+        unknown = c.request(31, 3, {"filters": [{**flt, "pattern_type_filter": 0}]})
+        assert unknown.filter_results[0].error_code == ErrorCode.invalid_request
+        gone = c.request(31, 3, {"filters": [{**flt, "resource_type_filter": 3}, {**flt, "resource_type_filter": 3}]})
+        assert [[(m.resource_type, m.resource_name, m.permission_type) for m in f.matching_acls] for f in gone.filter_results] == [[(3, name, 2)]] * 2
+    with Raw(acl_target.sasl) as c:  # alice: no ALTER or DESCRIBE on the cluster
+        c.handshake("PLAIN")
+        assert c.authenticate(plain_token("alice", USERS["alice"])).error_code == ErrorCode.none
+        assert c.request(29, 3, flt).error_code == ErrorCode.cluster_authorization_failed
+        assert [x.error_code for x in c.request(30, 3, {"creations": creations[:1]}).results] == [ErrorCode.cluster_authorization_failed]
+        assert [x.error_code for x in c.request(31, 3, {"filters": [flt]}).filter_results] == [ErrorCode.cluster_authorization_failed]

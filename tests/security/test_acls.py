@@ -279,8 +279,8 @@ def test_acl_apis_answer_as_kafka(acl_target):
         # MATCH: the prefixed binding applies to a longer name; the group's does not
         d = c.request(29, 3, {**flt, "resource_type_filter": 2, "resource_name_filter": name + "-x", "pattern_type_filter": 2})
         assert [(x.resource_name, x.pattern_type) for x in d.resources] == [(name, 4)]
-        unknown = c.request(31, 3, {"filters": [{**flt, "pattern_type_filter": 0}]})
-        assert unknown.filter_results[0].error_code == ErrorCode.invalid_request
+        # (an UNKNOWN field, code 0, is not asked here: Kafka's request parser refuses it and closes the
+        # connection, where kafkalite answers INVALID_REQUEST; docs/security.md)
         gone = c.request(31, 3, {"filters": [{**flt, "resource_type_filter": 3}, {**flt, "resource_type_filter": 3}]})
         assert [[(m.resource_type, m.resource_name, m.permission_type) for m in f.matching_acls] for f in gone.filter_results] == [[(3, name, 2)]] * 2
     with Raw(acl_target.sasl) as c:  # alice: no ALTER or DESCRIBE on the cluster

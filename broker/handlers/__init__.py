@@ -168,7 +168,8 @@ class RequestContext:
     def allowed(self, op, rtype, name: str) -> bool:
         """May this request's principal do ``op`` on resource ``rtype``/``name``? (True without an authorizer.)"""
         authz = self.broker.authorizer
-        return authz is None or authz.authorize(self.principal, self.host, op, rtype, name)
+        # a null name (a hostile request's) is checked as the empty one, never raised on
+        return authz is None or authz.authorize(self.principal, self.host, op, rtype, name if name is not None else "")
 
     def allowed_on_cluster(self, op) -> bool:
         from ..security.authorizer import CLUSTER_NAME, ResourceType

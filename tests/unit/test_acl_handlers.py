@@ -243,3 +243,15 @@ def test_acls_survive_a_restart_and_only_cluster_alter_may_create_them(tmp_path,
     assert created["results"][0]["error_code"] == ErrorCode.none
     assert bindings == {allow("app-", Op.WRITE, pattern=PT.PREFIXED, perm=perm)}
     assert produced == (ErrorCode.none if perm == P.ALLOW else ErrorCode.topic_authorization_failed)
+
+
+def test_null_names_are_checked_as_empty_ones():
+    from broker.security.authorizer import Authorizer
+
+    authz = Authorizer()
+    authz.replace([allow("a", Op.ALL, pattern=PT.PREFIXED), allow("", Op.READ, pattern=PT.PREFIXED, principal="User:bob")])
+    conn = SimpleNamespace(peer="127.0.0.1:1", principal=ALICE)
+    ctx = RequestContext(SimpleNamespace(authorizer=authz), conn, LOG)
+    assert ctx.allowed(Op.READ, RT.TOPIC, None) is False  # not an AttributeError from a prefix test
+    conn.principal = "User:bob"
+    assert ctx.allowed(Op.READ, RT.TOPIC, None) is True

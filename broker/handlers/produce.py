@@ -167,8 +167,9 @@ async def handle(ctx, req):
     by_id = ctx.version >= 13
     authz = ctx.broker.authorizer
     if authz is not None:
+        # as Kafka: only transactional records need WRITE on the transactional id (and one must be named)
         txn = getattr(req, "transactional_id", None)
-        if (txn is not None or _transactional(req)) and (txn is None or not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn)):
+        if _transactional(req) and (txn is None or not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn)):
             return None if acks == 0 else _denied_all(req, by_id, ErrorCode.transactional_id_authorization_failed)
     responses = []
     for td in req.topic_data or ():

@@ -255,3 +255,26 @@ def test_null_names_are_checked_as_empty_ones():
     assert ctx.allowed(Op.READ, RT.TOPIC, None) is False  # not an AttributeError from a prefix test
     conn.principal = "User:bob"
     assert ctx.allowed(Op.READ, RT.TOPIC, None) is True
+
+
+def test_transactional_records_need_write_on_their_transactional_id():
+    txn_batch = build_batch([Record(offset=0, timestamp=int(time.time() * 1000), key=b"k", value=b"v")], producer_id=5, producer_epoch=0, base_sequence=0, is_transactional=True)
+
+    def request(tid, batch):
+        return {"acks": -1, "timeout": 5000, "transactional_id": tid, "topic_data": [{"name": "app-orders", "partition_data": [{"index": 0, "records": batch}]}]}
+
+    async def go():
+        b = await _broker([allow("app-orders", Op.WRITE), allow("tx-", Op.WRITE, rtype=RT.TRANSACTIONAL_ID, pattern=PT.PREFIXED)])
+        try:
+            out = []
+            for tid, batch in (("other", txn_batch), (None, txn_batch), ("other", _batch()), ("tx-1", txn_batch)):
+                answer = await ask(b.server, 0, 9, request(tid, batch))
+                out.append(answer["responses"][0]["partition_responses"][0]["error_code"])
+            return out
+        finally:
+            await b.stop()
+
+    denied_id, no_id, plain_records, allowed = run(go())
+    assert denied_id == no_id == ErrorCode.transactional_id_authorization_failed
+    assert plain_records == ErrorCode.none  # not transactional records: the id is not checked, as Kafka
+    assert allowed != ErrorCode.transactional_id_authorization_failed  # past the check (the transaction was never begun)

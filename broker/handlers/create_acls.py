@@ -42,7 +42,7 @@ async def handle(ctx, req):
         why = validate_new(b)
         if why is None:
             valid.append(b)
-            results.append({"error_code": ErrorCode.none, "error_message": None})
+            results.append({"error_code": ErrorCode.none, "error_message": ""})  # Kafka's default, not null
         else:
             results.append({"error_code": ErrorCode.invalid_request, "error_message": why})
     if valid:

@@ -36,10 +36,10 @@ async def handle(ctx, req):
             results.append({"error_code": ErrorCode.invalid_request, "error_message": why, "matching_acls": []})
             continue
         results.append({
-            "error_code": ErrorCode.none, "error_message": None,
+            "error_code": ErrorCode.none, "error_message": "",
             "matching_acls": [
                 {
-                    "error_code": ErrorCode.none, "error_message": None, "resource_type": int(b.resource_type), "resource_name": b.name,
+                    "error_code": ErrorCode.none, "error_message": "", "resource_type": int(b.resource_type), "resource_name": b.name,
                     "pattern_type": int(b.pattern_type), "principal": b.principal, "host": b.host,
                     "operation": int(b.operation), "permission_type": int(b.permission),
                 }

@@ -36,7 +36,7 @@ async def handle(ctx, req):
             {"principal": b.principal, "host": b.host, "operation": int(b.operation), "permission_type": int(b.permission)}
         )
     return {
-        "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+        "throttle_time": 0, "error_code": ErrorCode.none, "error_message": "",
         "resources": [
             {"resource_type": int(rt), "resource_name": name, "pattern_type": int(pt), "acls": acls}
             for (rt, name, pt), acls in resources.items()

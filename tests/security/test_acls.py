@@ -259,7 +259,7 @@ def test_acl_apis_answer_as_kafka(acl_target):
     valid_first = {"resource_type": 5, "resource_name": name, "resource_pattern_type": 3, **acl, "operation": 4}
     with Raw(acl_target.plaintext) as c:
         r = c.request(30, 3, {"creations": creations})
-        assert [(x.error_code, x.error_message) for x in r.results] == [(ErrorCode.none, None)] * 3 + [
+        assert [(x.error_code, x.error_message) for x in r.results] == [(ErrorCode.none, "")] * 3 + [
             (ErrorCode.invalid_request, "Invalid empty resource name"),
             (ErrorCode.invalid_request, "The only valid name for the CLUSTER resource is kafka-cluster"),
         ]

@@ -22,7 +22,7 @@ VERSIONS = (1, 3)
 
 
 def _all(req, code, message):
-    return {"throttle_time": 0, "results": [{"error_code": code, "error_message": message} for _ in req.creations]}
+    return {"throttle_time": 0, "results": [{"error_code": code, "error_message": message} for _ in req.creations or ()]}
 
 
 async def handle(ctx, req):
@@ -31,7 +31,7 @@ async def handle(ctx, req):
     store = ctx.broker.acls
     if store is None:
         return _all(req, ErrorCode.security_disabled, "No Authorizer is configured.")
-    bindings = [binding(c) for c in req.creations]
+    bindings = [binding(c) for c in req.creations or ()]
     if any(
         b.resource_type == ResourceType.ANY or b.pattern_type in (PatternType.ANY, PatternType.MATCH) or b.operation == Operation.ANY or b.permission == Permission.ANY
         for b in bindings

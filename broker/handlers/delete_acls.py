@@ -17,7 +17,7 @@ VERSIONS = (1, 3)
 
 
 def _all(req, code, message):
-    return {"throttle_time": 0, "filter_results": [{"error_code": code, "error_message": message, "matching_acls": []} for _ in req.filters]}
+    return {"throttle_time": 0, "filter_results": [{"error_code": code, "error_message": message, "matching_acls": []} for _ in req.filters or ()]}
 
 
 async def handle(ctx, req):
@@ -26,7 +26,7 @@ async def handle(ctx, req):
     store = ctx.broker.acls
     if store is None:
         return _all(req, ErrorCode.security_disabled, "No Authorizer is configured.")
-    filters = [acl_filter(f) for f in req.filters]
+    filters = [acl_filter(f) for f in req.filters or ()]
     valid = [f for f in filters if f.unknown() is None]
     matched = iter(await store.delete(valid))
     results = []

@@ -586,8 +586,10 @@ def _api_ids():
     return [f"{HANDLERS[key].NAME}" for key in sorted(supported_versions())]
 
 
+@pytest.mark.parametrize("acls", [False, True], ids=["", "acls"])
 @pytest.mark.parametrize("api_key", sorted(supported_versions()), ids=_api_ids())
-def test_null_arrays_never_make_a_handler_raise(inproc, api_key):
+def test_null_arrays_never_make_a_handler_raise(request, api_key, acls):
+    inproc = request.getfixturevalue("inproc_acls" if acls else "inproc")
     lo, hi = supported_versions()[api_key]
     topic = f"nulls-{api_key}"
     inproc.create_topic(topic, 1)

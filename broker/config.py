@@ -69,6 +69,10 @@ class BrokerConfig:
     sasl_enabled_mechanisms: list[str] | None = None
     sasl_server_max_receive_size: int = 524_288
     connections_max_reauth_ms: int = 0
+    # ACLs (broker/security/authorizer.py): unset, everything is allowed
+    authorizer_class_name: str | None = None
+    super_users: str | None = None
+    allow_everyone_if_no_acl_found: bool = False
     # listener.name.<listener>.<setting>: listener name -> {setting key, or "<mechanism>.sasl.jaas.config"
     # and "<mechanism>.connections.max.reauth.ms" -> value}; see broker/security/settings.py
     listener_settings: dict[str, dict[str, object]] = field(default_factory=dict, repr=False)
@@ -247,6 +251,9 @@ SETTINGS: tuple[Setting, ...] = (
     _s("sasl_enabled_mechanisms", "list", "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (Kafka's default, GSSAPI, is not served)", "sasl.enabled.mechanisms"),
     _s("sasl_server_max_receive_size", "int", "largest request accepted before a SASL client has authenticated", "sasl.server.max.receive.size", minimum=1, maximum=INT_MAX),
     _s("connections_max_reauth_ms", "int", "SASL session lifetime (KIP-368): a client must re-authenticate within it, or its connection is closed at its next request; 0: no limit", "connections.max.reauth.ms", minimum=0, maximum=LONG_MAX),
+    _s("authorizer_class_name", "str", "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns ACLs on (the only authorizer served); unset, every request is allowed", "authorizer.class.name"),
+    _s("super_users", "str", "principals allowed everything, semicolon-separated (User:admin;User:broker)", "super.users"),
+    _s("allow_everyone_if_no_acl_found", "bool", "with ACLs on: a resource no ACL concerns is open to everyone (default: to no one)", "allow.everyone.if.no.acl.found"),
     # -- broker ----------------------------------------------------------------
     _s("data_dir", "path", "where logs and metadata live (one directory)", ("log.dirs", "log.dir"), flag="--data-dir"),
     _s("node_id", "int", "this broker's id", ("node.id", "broker.id"), minimum=0, maximum=INT_MAX),
@@ -627,6 +634,14 @@ def _check(cfg: BrokerConfig, values: dict[str, tuple[object, str]]) -> None:
             cfg.security = build_security(cfg, specs)
         except SecurityConfigError as exc:
             where = values.get(exc.key, (None, None))[1] if exc.key else None
+            raise ConfigError(f"{where}: {exc}" if where else str(exc)) from None
+    if cfg.authorizer_class_name or cfg.super_users:
+        from .security.authorizer import AuthorizerConfigError, from_config
+
+        try:
+            from_config(cfg)
+        except AuthorizerConfigError as exc:
+            where = values.get(exc.key, (None, None))[1]
             raise ConfigError(f"{where}: {exc}" if where else str(exc)) from None
     if cfg.metrics_port:
         for spec in specs:

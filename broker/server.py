@@ -47,7 +47,9 @@ servers (the transport decrypts; a handshake not done within
 with an ``Authenticator`` (``broker.security.authenticator``): until the client
 has authenticated, each frame goes to it (``_authenticate``), not to the
 request queue, and nothing else is answered. A connection's ``principal`` is
-what a later authorizer will check. Fault injection (``broker.faults``)
+what the handlers check against ACLs (``broker.security.authorizer``, when
+``authorizer.class.name`` is set; ``Broker.authorizer`` is None otherwise, and
+each handler's checks are one attribute test). Fault injection (``broker.faults``)
 and metrics (``broker.metrics``) hook the dispatch path only when in use: the
 plain path pays one attribute check.
 """
@@ -138,6 +140,15 @@ class Broker:
         # TLS contexts and SASL mechanisms per listener (None: every listener is PLAINTEXT)
         self.security = config.security
         self._scram = None  # broker.security.scram.ScramStore, made when first needed
+        # ACLs (broker/security/authorizer.py): None without authorizer.class.name, and then
+        # every request is allowed; ``acls`` keeps the bindings in the data directory
+        self.authorizer = None
+        self.acls = None
+        if config.authorizer_class_name:
+            from .security.authorizer import AclStore, from_config
+
+            self.authorizer = from_config(config)
+            self.acls = AclStore(self.authorizer, config.data_dir)
         self.server: asyncio.AbstractServer | None = None  # the first listener's
         self.listeners: list[Listener] = []
         self.connections: set[KafkaConnection] = set()
@@ -232,6 +243,8 @@ class Broker:
         memory.tune()
         if self.security is not None or (self.config.data_dir / "scram-credentials.json").exists():
             self.scram  # noqa: B018 - read the credentials file now: a broken one stops the start
+        if self.acls is not None:
+            self.acls.load()  # a broken ACL file stops the start
         self.cluster.load()
         self.cluster.logs.start_background()
         self.coordinator.start()
@@ -1214,9 +1227,10 @@ async def run(config: BrokerConfig) -> int:
         log.error("cannot listen", listener=name, host=host, port=port, error=str(exc))
         return 1
     except RuntimeError as exc:
+        from .security.authorizer import AclStoreError
         from .security.scram import ScramStoreError
 
-        if not isinstance(exc, ScramStoreError):
+        if not isinstance(exc, (ScramStoreError, AclStoreError)):
             raise
         log.error("cannot start", error=str(exc))
         return 1

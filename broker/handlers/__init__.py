@@ -56,6 +56,9 @@ _TABLE = (
     ("sasl_authenticate", 36, "SaslAuthenticate", (0, 2)),
     ("describe_user_scram_credentials", 50, "DescribeUserScramCredentials", (0, 0)),
     ("alter_user_scram_credentials", 51, "AlterUserScramCredentials", (0, 0)),
+    ("describe_acls", 29, "DescribeAcls", (1, 3)),
+    ("create_acls", 30, "CreateAcls", (1, 3)),
+    ("delete_acls", 31, "DeleteAcls", (1, 3)),
 )
 _MODULES = tuple(row[0] for row in _TABLE)
 
@@ -152,3 +155,32 @@ class RequestContext:
         """Who sent the request: ``User:<name>`` (SASL), ``User:<subject>`` (an SSL client
         certificate) or ``User:ANONYMOUS`` (broker/security/__init__.py)."""
         return getattr(self.conn, "principal", "User:ANONYMOUS")
+
+    # -- ACLs (broker/security/authorizer.py) --------------------------------------
+    # ``ctx.broker.authorizer`` is None when no authorizer is configured: handlers test it
+    # once and skip every check (``if ctx.broker.authorizer is not None``).
+    @property
+    def host(self) -> str:
+        """The client's IP address, as ACL hosts name it."""
+        peer = self.conn.peer
+        return peer.rsplit(":", 1)[0] if ":" in peer else peer
+
+    def allowed(self, op, rtype, name: str) -> bool:
+        """May this request's principal do ``op`` on resource ``rtype``/``name``? (True without an authorizer.)"""
+        authz = self.broker.authorizer
+        # a null name (a hostile request's) is checked as the empty one, never raised on
+        return authz is None or authz.authorize(self.principal, self.host, op, rtype, name if name is not None else "")
+
+    def allowed_on_cluster(self, op) -> bool:
+        from ..security.authorizer import CLUSTER_NAME, ResourceType
+
+        return self.allowed(op, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def authorized_operations(self, rtype, name: str) -> int:
+        """An authorized-operations bit field (every supported operation without an authorizer)."""
+        from ..security.authorizer import SUPPORTED_OPERATIONS
+
+        authz = self.broker.authorizer
+        if authz is None:
+            return sum(1 << op for op in SUPPORTED_OPERATIONS[rtype])
+        return authz.authorized_operations(self.principal, self.host, rtype, name)

@@ -21,13 +21,36 @@ def client_host(ctx) -> str:
     return "/" + ctx.conn.peer.rsplit(":", 1)[0]
 
 
-def commit_partitions(cluster, topics) -> tuple[dict, list]:
-    """OffsetCommit's and TxnOffsetCommit's partitions: UNKNOWN_TOPIC_OR_PARTITION (by topic and
-    partition) for those the cluster lacks, and a ``CommitPartition`` for each of the others."""
+def group_denied(ctx, group_id, op=None) -> bool:
+    """With ACLs on: may this request's principal not do ``op`` (READ by default) on the group?"""
+    if ctx.broker.authorizer is None:
+        return False
+    from ..security.authorizer import Operation, ResourceType
+
+    return not ctx.allowed(op or Operation.READ, ResourceType.GROUP, group_id or "")
+
+
+def topic_reader(ctx):
+    """``name -> bool``: may this request's principal READ the topic (None without ACLs)."""
+    if ctx.broker.authorizer is None:
+        return None
+    from ..security.authorizer import Operation, ResourceType
+
+    return lambda name: ctx.allowed(Operation.READ, ResourceType.TOPIC, name)
+
+
+def commit_partitions(cluster, topics, readable=None) -> tuple[dict, list]:
+    """OffsetCommit's and TxnOffsetCommit's partitions: TOPIC_AUTHORIZATION_FAILED for topics
+    ``readable`` refuses, UNKNOWN_TOPIC_OR_PARTITION (by topic and partition) for those the
+    cluster lacks, and a ``CommitPartition`` for each of the others."""
     errors: dict = {}
     wanted: list = []
     for t in topics or ():
         topic = cluster.topics.get(t.name)
+        if readable is not None and not readable(t.name):
+            for p in t.partitions or ():
+                errors[(t.name, p.partition_index)] = ErrorCode.topic_authorization_failed
+            continue
         for p in t.partitions or ():
             if topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 errors[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition

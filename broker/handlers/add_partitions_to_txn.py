@@ -11,6 +11,7 @@ transaction?). PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
 from protocol.errors import ErrorCode
 
 from ..txn.shard import client_version_for_add_partitions, fenced_error_for
+from ..security.authorizer import Operation, ResourceType
 from ._txn import call, transactions, unknown_partitions
 
 API_KEY = 24
@@ -20,6 +21,14 @@ VERSIONS = (0, 5)
 
 def _one(ctx, tid, pid, epoch, topics, verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
     wanted = [(t.name, list(t.partitions or ())) for t in topics or ()]
+    if ctx.broker.authorizer is not None and ctx.version <= 3:  # v4+ is for brokers: CLUSTER_ACTION, in handle
+        if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+            return {(name, p): ErrorCode.transactional_id_authorization_failed for name, parts in wanted for p in parts}
+        denied = {name for name, _ in wanted if not ctx.allowed(Operation.WRITE, ResourceType.TOPIC, name)}
+        if denied:
+            unknown = unknown_partitions(ctx, [(n, ps) for n, ps in wanted if n not in denied])
+            unknown.update({(name, p): ErrorCode.topic_authorization_failed for name, parts in wanted if name in denied for p in parts})
+            return {(name, p): unknown.get((name, p), ErrorCode.operation_not_attempted) for name, parts in wanted for p in parts}
     unknown = unknown_partitions(ctx, wanted)
     if unknown:
         return {(name, p): unknown.get((name, p), ErrorCode.operation_not_attempted) for name, parts in wanted for p in parts}
@@ -43,6 +52,8 @@ async def handle(ctx, req):
         codes = _one(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch,
                      req.v3_and_below_topics, False)
         return {"throttle_time": 0, "results_by_topic_v3_and_below": _results(codes)}
+    if not ctx.allowed_on_cluster(Operation.CLUSTER_ACTION):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "results_by_transaction": []}
     results = []
     for txn in req.transactions or ():
         codes = _one(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics, bool(txn.verify_only))

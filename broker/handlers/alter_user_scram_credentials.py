@@ -11,11 +11,18 @@ alteration per user and request. The new credentials are written to
 the answer, and hold for the next login.
 """
 
+from protocol.errors import ErrorCode
+
+from ..security.authorizer import Operation
+
 API_KEY = 51
 NAME = "AlterUserScramCredentials"
 VERSIONS = (0, 0)
 
 
 async def handle(ctx, req):
+    if not ctx.allowed_on_cluster(Operation.ALTER):
+        users = sorted({d.name for d in req.deletions or ()} | {u.name for u in req.upsertions or ()})
+        return {"throttle_time": 0, "results": [{"user": u, "error_code": ErrorCode.cluster_authorization_failed, "error_message": "Cluster authorization failed."} for u in users]}
     results = await ctx.broker.scram.alter(req.deletions, req.upsertions)
     return {"throttle_time": 0, "results": results}

@@ -7,6 +7,8 @@ from ..coordinator.common import CoordinatorError
 from ..coordinator.consumer_group import ConsumerGroup
 from ._groups import coordinator
 
+from ..security.authorizer import Operation, ResourceType
+
 API_KEY = 69
 NAME = "ConsumerGroupDescribe"
 VERSIONS = (0, 1)
@@ -58,11 +60,18 @@ def describe(ctx, group_id: str, group) -> dict:
 
 async def handle(ctx, req):
     out = []
+    authz = ctx.broker.authorizer
     for group_id in req.group_ids or ():
+        if authz is not None and not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+            out.append({"error_code": ErrorCode.group_authorization_failed, "error_message": None, "group_id": group_id, "members": []})
+            continue
         try:
             group = await coordinator(ctx).group(group_id)
         except CoordinatorError as exc:
             out.append({"error_code": exc.code, "error_message": None, "group_id": group_id, "members": []})
             continue
-        out.append(describe(ctx, group_id, group))
+        entry = describe(ctx, group_id, group)
+        if req.include_authorized_operations and entry["error_code"] == ErrorCode.none:
+            entry["authorized_operations"] = ctx.authorized_operations(ResourceType.GROUP, group_id)
+        out.append(entry)
     return {"throttle_time": 0, "groups": out}

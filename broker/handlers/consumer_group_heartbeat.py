@@ -11,6 +11,8 @@ from ..coordinator.common import CoordinatorError
 from ..coordinator.consumer import HeartbeatParams
 from ._groups import client_host, coordinator, ms
 
+from ..security.authorizer import Operation, ResourceType
+
 API_KEY = 68
 NAME = "ConsumerGroupHeartbeat"
 VERSIONS = (0, 1)
@@ -57,6 +59,8 @@ def validate(ctx, req) -> tuple[ErrorCode, str] | None:
 
 
 async def handle(ctx, req):
+    if ctx.broker.authorizer is not None and not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id or ""):
+        return {**_invalid(req, ErrorCode.group_authorization_failed, None)}
     problem = validate(ctx, req)
     if problem is not None:
         return _invalid(req, *problem)

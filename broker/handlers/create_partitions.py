@@ -14,6 +14,8 @@ from protocol.errors import ErrorCode
 
 from ..cluster import MAX_RECORDS_PER_REQUEST, TopicError
 
+from ..security.authorizer import Operation, ResourceType
+
 API_KEY = 37
 NAME = "CreatePartitions"
 VERSIONS = (0, 3)
@@ -27,6 +29,9 @@ async def handle(ctx, req):
         budget = MAX_RECORDS_PER_REQUEST
         for t in req.topics or ():
             topic = cluster.topics.get(t.name)
+            if ctx.broker.authorizer is not None and not ctx.allowed(Operation.ALTER, ResourceType.TOPIC, t.name):
+                results.append({"name": t.name, "error_code": ErrorCode.topic_authorization_failed, "error_message": None})
+                continue
             if topic is None:
                 results.append({"name": t.name, "error_code": ErrorCode.unknown_topic_or_partition, "error_message": f"The topic '{t.name}' does not exist."})
                 continue

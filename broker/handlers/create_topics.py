@@ -23,6 +23,8 @@ from protocol.errors import ErrorCode
 from ..cluster import MAX_RECORDS_PER_REQUEST, TopicError
 from .describe_configs import topic_config_entries
 
+from ..security.authorizer import Operation, ResourceType
+
 API_KEY = 19
 NAME = "CreateTopics"
 VERSIONS = (2, 7)
@@ -66,6 +68,11 @@ async def _create(ctx, req, topics):
             results.append(_fail(name, ErrorCode.invalid_request, f"Create topics request from client contains a duplicate topic: {name}"))
             continue
         seen.add(name)
+        if ctx.broker.authorizer is not None and not (
+            ctx.allowed_on_cluster(Operation.CREATE) or ctx.allowed(Operation.CREATE, ResourceType.TOPIC, name)
+        ):
+            results.append(_fail(name, ErrorCode.topic_authorization_failed, "Authorization failed."))
+            continue
         partitions = ct.num_partitions
         factor = ct.replication_factor
         if ct.assignments:
@@ -104,6 +111,11 @@ async def _create(ctx, req, topics):
             topic = await cluster.create_topic_async(name, partitions, configs, validate_only=req.validate_only)
         except TopicError as exc:
             results[i] = _fail(name, exc.code, exc.message)
+            continue
+        if ctx.broker.authorizer is not None and not ctx.allowed(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name):
+            # created, but its configuration is not told (Kafka's ReplicationControlManager)
+            results[i] = {"name": name, "topic_id": topic.topic_id, "error_code": ErrorCode.none, "error_message": None,
+                          "num_partitions": partitions, "replication_factor": 1, "configs": [], "topic_config_error_code": ErrorCode.topic_authorization_failed}
             continue
         results[i] = {
             "name": name,

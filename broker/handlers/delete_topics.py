@@ -4,6 +4,8 @@ import uuid
 
 from protocol.errors import ErrorCode
 
+from ..security.authorizer import Operation, ResourceType
+
 API_KEY = 20
 NAME = "DeleteTopics"
 VERSIONS = (1, 6)
@@ -24,6 +26,18 @@ async def handle(ctx, req):
         else:
             topic = cluster.topics.get(name)
             missing = ErrorCode.unknown_topic_or_partition
+        if ctx.broker.authorizer is not None and not ctx.allowed_on_cluster(Operation.DELETE):
+            # as Kafka's ControllerApis.deleteTopics: DELETE on the topic; by name, DESCRIBE first (or
+            # not even its existence is told); by id, the name only to who may DESCRIBE it
+            if name is None and topic is not None and not ctx.allowed(Operation.DELETE, ResourceType.TOPIC, topic.name):
+                shown = topic.name if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic.name) else None
+                responses.append({"name": shown, "topic_id": topic.topic_id, "error_code": ErrorCode.topic_authorization_failed, "error_message": None})
+                continue
+            if name is not None and (
+                not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name) or (topic is not None and not ctx.allowed(Operation.DELETE, ResourceType.TOPIC, name))
+            ):
+                responses.append({"name": name, "topic_id": _ZERO_ID, "error_code": ErrorCode.topic_authorization_failed, "error_message": None})
+                continue
         if topic is None:
             responses.append({"name": name, "topic_id": topic_id or _ZERO_ID, "error_code": missing, "error_message": None})
             continue

@@ -7,10 +7,18 @@ from protocol.errors import ErrorCode
 
 from ..listeners import advertised_for
 
+from ..security.authorizer import Operation, ResourceType
+
 API_KEY = 60
 NAME = "DescribeCluster"
 VERSIONS = (0, 2)
 _UNKNOWN_OPS = -(2**31)
+
+
+def _cluster_ops(ctx) -> int:
+    if not ctx.allowed_on_cluster(Operation.DESCRIBE):
+        return 0
+    return ctx.authorized_operations(ResourceType.CLUSTER, "kafka-cluster")
 
 
 async def handle(ctx, req):
@@ -30,5 +38,5 @@ async def handle(ctx, req):
         "cluster_id": ctx.cluster.cluster_id,
         "controller_id": node,
         "brokers": [{"broker_id": node, "host": host, "port": port, "rack": None, "is_fenced": False}],
-        "cluster_authorized_operations": _UNKNOWN_OPS,
+        "cluster_authorized_operations": _cluster_ops(ctx) if req.include_cluster_authorized_operations else _UNKNOWN_OPS,
     }

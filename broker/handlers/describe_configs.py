@@ -7,11 +7,18 @@ DYNAMIC_TOPIC_CONFIG, the rest from the broker's defaults
 
 from protocol.errors import ErrorCode
 
+from ..security.authorizer import Operation, ResourceType
+
 API_KEY = 32
 NAME = "DescribeConfigs"
 VERSIONS = (1, 4)
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+_AUTH = {
+    TOPIC: (ResourceType.TOPIC, ErrorCode.topic_authorization_failed),
+    BROKER: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed),
+    BROKER_LOGGER: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed),
+}
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 # ConfigType
 BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
@@ -72,8 +79,15 @@ def broker_config_entries(ctx) -> list[dict]:
 
 async def handle(ctx, req):
     results = []
+    denied = []
+    authz = ctx.broker.authorizer
     for res in req.resources or ():
         base = {"resource_type": res.resource_type, "resource_name": res.resource_name, "error_message": None}
+        if authz is not None and res.resource_type in _AUTH:  # as Kafka's ConfigHelper: the refused ones answered last
+            rtype, code = _AUTH[res.resource_type]
+            if not ctx.allowed(Operation.DESCRIBE_CONFIGS, rtype, "kafka-cluster" if rtype == ResourceType.CLUSTER else res.resource_name):
+                denied.append({**base, "error_code": code, "configs": []})
+                continue
         if res.resource_type == TOPIC:
             topic = ctx.cluster.topics.get(res.resource_name)
             if topic is None:
@@ -94,4 +108,4 @@ async def handle(ctx, req):
         if keys:
             entries = [e for e in entries if e["name"] in keys]
         results.append({**base, "error_code": ErrorCode.none, "configs": entries})
-    return {"throttle_time": 0, "results": results}
+    return {"throttle_time": 0, "results": results + denied}

@@ -12,6 +12,8 @@ from ..coordinator.classic_group import STABLE, ClassicGroup
 from ..coordinator.common import CoordinatorError
 from ._groups import coordinator
 
+from ..security.authorizer import Operation, ResourceType
+
 API_KEY = 15
 NAME = "DescribeGroups"
 VERSIONS = (0, 6)
@@ -49,12 +51,21 @@ def describe(group_id: str, group, version: int) -> dict:
 
 async def handle(ctx, req):
     out = []
+    authz = ctx.broker.authorizer
+    with_ops = ctx.version >= 3 and getattr(req, "include_authorized_operations", False)
     for group_id in req.groups or ():
+        if authz is not None and not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+            out.append({"group_id": group_id, "error_code": ErrorCode.group_authorization_failed, "error_message": None, "group_state": "", "protocol_type": "",
+                        "protocol_data": "", "members": [], "authorized_operations": _UNKNOWN_OPS})
+            continue
         try:
             group = await coordinator(ctx).describe_group(group_id)
         except CoordinatorError as exc:
             out.append({"group_id": group_id, "error_code": exc.code, "error_message": None, "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})
             continue
         # a KIP-848 group is not a classic group: Dead below v6, GROUP_ID_NOT_FOUND from v6
-        out.append(describe(group_id, group if isinstance(group, ClassicGroup) else None, ctx.version))
+        entry = describe(group_id, group if isinstance(group, ClassicGroup) else None, ctx.version)
+        if with_ops and entry["error_code"] == ErrorCode.none:
+            entry["authorized_operations"] = ctx.authorized_operations(ResourceType.GROUP, group_id)
+        out.append(entry)
     return {"throttle_time": 0, "groups": out}

@@ -4,12 +4,16 @@ of the producer's open transaction (-1 if none)."""
 
 from protocol.errors import ErrorCode
 
+from ..security.authorizer import Operation, ResourceType
+
 API_KEY = 61
 NAME = "DescribeProducers"
 VERSIONS = (0, 0)
 
 
-def _partition(ctx, topic, index: int) -> dict:
+def _partition(ctx, topic, index: int, denied: bool = False) -> dict:
+    if denied:
+        return {"partition_index": index, "error_code": ErrorCode.topic_authorization_failed, "error_message": None, "active_producers": []}
     part = ctx.cluster.partition(topic, index)
     if part is None:
         return {"partition_index": index, "error_code": ErrorCode.unknown_topic_or_partition, "error_message": None, "active_producers": []}
@@ -27,5 +31,6 @@ def _partition(ctx, topic, index: int) -> dict:
 async def handle(ctx, req):
     topics = []
     for t in req.topics or ():
-        topics.append({"name": t.name, "partitions": [_partition(ctx, t.name, p) for p in t.partition_indexes or ()]})
+        denied = ctx.broker.authorizer is not None and not ctx.allowed(Operation.READ, ResourceType.TOPIC, t.name)
+        topics.append({"name": t.name, "partitions": [_partition(ctx, t.name, p, denied) for p in t.partition_indexes or ()]})
     return {"throttle_time": 0, "topics": topics}

@@ -40,6 +40,7 @@ from storage.errors import LogClosedError, OffsetOutOfRangeError
 from storage.txn import batches_last_offset
 
 from ..cluster import LEADER_EPOCH
+from ..security.authorizer import Operation, ResourceType
 
 API_KEY = 1
 NAME = "Fetch"
@@ -70,6 +71,7 @@ def _resolve(ctx, req):
     """[(topic key dict, [(partition request, Partition | None, error)])]."""
     cluster = ctx.cluster
     by_id = ctx.version >= 13
+    authz = ctx.broker.authorizer
     plan = []
     for ft in req.topics or ():
         if by_id:
@@ -82,8 +84,11 @@ def _resolve(ctx, req):
             missing = ErrorCode.unknown_topic_or_partition
             key = {"topic": ft.topic, "topic_id": topic.topic_id if topic else _ZERO_ID}
         parts = []
+        denied = authz is not None and (topic is not None or not by_id) and not ctx.allowed(Operation.READ, ResourceType.TOPIC, key["topic"])
         for fp in ft.partitions or ():
-            if topic is None:
+            if denied:
+                parts.append((fp, None, ErrorCode.topic_authorization_failed))
+            elif topic is None:
                 parts.append((fp, None, missing))
             elif not 0 <= fp.partition < len(topic.partitions):
                 parts.append((fp, None, ErrorCode.unknown_topic_or_partition))

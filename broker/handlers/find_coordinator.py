@@ -10,6 +10,7 @@ v4+ batch keys. SHARE keys (2) need v6 and are not served: INVALID_REQUEST.
 from protocol.errors import ErrorCode
 
 from ..listeners import advertised_for
+from ..security.authorizer import Operation, ResourceType
 
 API_KEY = 10
 NAME = "FindCoordinator"
@@ -19,6 +20,12 @@ GROUP, TRANSACTION = 0, 1
 
 def _answer(ctx, key: str, key_type: int) -> dict:
     host, port = advertised_for(ctx)
+    if ctx.broker.authorizer is not None:  # DESCRIBE on the group or transactional id, as Kafka's getCoordinator
+        if key_type == GROUP and not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, key):
+            return {"key": key, "error_code": ErrorCode.group_authorization_failed, "error_message": "Group authorization failed." if ctx.version < 4 else None, "node_id": -1, "host": "", "port": -1}
+        if key_type == TRANSACTION and not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            return {"key": key, "error_code": ErrorCode.transactional_id_authorization_failed,
+                    "error_message": "Transactional Id authorization failed." if ctx.version < 4 else None, "node_id": -1, "host": "", "port": -1}
     if key_type not in (GROUP, TRANSACTION):
         return {"key": key, "error_code": ErrorCode.invalid_request, "error_message": f"key type {key_type} is not served", "node_id": -1, "host": "", "port": -1}
     if key_type == GROUP and not key and ctx.version < 4:

@@ -3,7 +3,7 @@
 from protocol.errors import ErrorCode
 
 from ..coordinator.common import CoordinatorError
-from ._groups import coordinator
+from ._groups import coordinator, group_denied
 
 API_KEY = 12
 NAME = "Heartbeat"
@@ -11,6 +11,8 @@ VERSIONS = (0, 4)
 
 
 async def handle(ctx, req):
+    if group_denied(ctx, req.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
     if not req.group_id:
         return {"throttle_time": 0, "error_code": ErrorCode.invalid_group_id}
     try:

@@ -4,7 +4,7 @@ from protocol.errors import ErrorCode
 
 from ..coordinator.classic import JoinParams, join_error
 from ..coordinator.common import CoordinatorError
-from ._groups import client_host, coordinator, ms
+from ._groups import client_host, coordinator, group_denied, ms
 
 API_KEY = 11
 NAME = "JoinGroup"
@@ -24,6 +24,8 @@ async def handle(ctx, req):
     v = ctx.version
     group_id = req.group_id
     session_ms = ms(req.session_timeout)
+    if group_denied(ctx, group_id):
+        return _shape(v, join_error(ErrorCode.group_authorization_failed, req.member_id))
     if not group_id:
         return _shape(v, join_error(ErrorCode.invalid_group_id, req.member_id))
     cfg = coordinator(ctx).config

@@ -3,7 +3,7 @@
 from protocol.errors import ErrorCode
 
 from ..coordinator.common import CoordinatorError
-from ._groups import coordinator
+from ._groups import coordinator, group_denied
 
 API_KEY = 13
 NAME = "LeaveGroup"
@@ -16,6 +16,8 @@ async def handle(ctx, req):
         members = [(req.member_id, None, None)]
     else:
         members = [(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in req.members or ()]
+    if group_denied(ctx, req.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "members": []}
     if not req.group_id:
         return {"throttle_time": 0, "error_code": ErrorCode.invalid_group_id, "members": []}
 

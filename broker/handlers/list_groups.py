@@ -6,6 +6,8 @@ from ..coordinator.consumer_group import ConsumerGroup
 from ..coordinator.common import CoordinatorError
 from ._groups import coordinator
 
+from ..security.authorizer import Operation, ResourceType
+
 API_KEY = 16
 NAME = "ListGroups"
 VERSIONS = (0, 5)
@@ -19,7 +21,12 @@ async def handle(ctx, req):
         found = await coordinator(ctx).list_groups()
     except CoordinatorError as exc:
         return {"throttle_time": 0, "error_code": exc.code, "groups": []}
+    visible = None
+    if ctx.broker.authorizer is not None and not ctx.allowed_on_cluster(Operation.DESCRIBE):
+        visible = lambda gid: ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, gid)  # noqa: E731
     for g in found:
+        if visible is not None and not visible(g.group_id):
+            continue
         kind = "consumer" if isinstance(g, ConsumerGroup) else "classic"
         if states and g.state.lower() not in states:
             continue

@@ -16,6 +16,8 @@ from storage.errors import LogClosedError
 
 from ..cluster import LEADER_EPOCH
 
+from ..security.authorizer import Operation, ResourceType
+
 API_KEY = 2
 NAME = "ListOffsets"
 VERSIONS = (1, 10)
@@ -52,8 +54,12 @@ async def handle(ctx, req):
     for lt in req.topics or ():
         topic = cluster.topics.get(lt.name)
         parts = []
+        denied = ctx.broker.authorizer is not None and not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, lt.name)
         for lp in lt.partitions or ():
             base = {"partition_index": lp.partition_index, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            if denied:
+                parts.append({**base, "error_code": ErrorCode.topic_authorization_failed})
+                continue
             if topic is None or not 0 <= lp.partition_index < len(topic.partitions):
                 parts.append({**base, "error_code": ErrorCode.unknown_topic_or_partition})
                 continue

@@ -8,6 +8,8 @@ from protocol.errors import ErrorCode
 from ._groups import ms
 from ._txn import transactions
 
+from ..security.authorizer import Operation, ResourceType
+
 API_KEY = 66
 NAME = "ListTransactions"
 VERSIONS = (0, 2)
@@ -23,4 +25,6 @@ async def handle(ctx, req):
     found = [] if error is not ErrorCode.none else [
         {"transactional_id": tid, "producer_id": pid, "transaction_state": state} for x in listings for tid, pid, state in x.transactions
     ]
+    if ctx.broker.authorizer is not None:  # only the ids one may DESCRIBE
+        found = [f for f in found if ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, f["transactional_id"])]
     return {"throttle_time": 0, "error_code": error, "unknown_state_filters": list(unknown), "transaction_states": found}

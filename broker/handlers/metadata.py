@@ -21,6 +21,7 @@ from protocol.errors import ErrorCode
 
 from ..cluster import LEADER_EPOCH, TopicError, validate_topic_name
 from ..listeners import advertised_for
+from ..security.authorizer import Operation, ResourceType
 
 API_KEY = 3
 NAME = "Metadata"
@@ -95,8 +96,11 @@ async def handle(ctx, req):
     if refusal is not None:
         return _refused(req, refusal)
     requested = req.topics
+    authz = ctx.broker.authorizer
     if requested is None or (version == 0 and not requested):
         topics = [topic_entry(cluster, t, node) for t in cluster.topics.values() if not t.internal]
+        if authz is not None:  # topics the client may not describe are left out
+            topics = [t for t in topics if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t["name"])]
     else:
         allow_create = getattr(req, "allow_auto_topic_creation", True) and ctx.config.auto_create_topics
         topics = []
@@ -112,8 +116,14 @@ async def handle(ctx, req):
                 topic = cluster.by_id.get(topic_id)
                 if topic is None:
                     topics.append({"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": topic_id})
+                elif authz is not None and not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic.name):
+                    topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": None, "topic_id": topic_id})
                 else:
                     topics.append(topic_entry(cluster, topic, node))
+                continue
+            if authz is not None and not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
+                # not even whether it exists is told
+                topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name, "topic_id": _ZERO_ID})
                 continue
             topic = cluster.topics.get(name)
             if topic is None and validate_topic_name(name) is not None:
@@ -122,6 +132,11 @@ async def handle(ctx, req):
             if topic is None and name in cluster.creating:
                 # being created by a CreateTopics still opening its partitions, as Kafka answers a topic without leaders yet
                 topics.append({"error_code": ErrorCode.leader_not_available, "name": name, "topic_id": _ZERO_ID})
+                continue
+            if topic is None and allow_create and authz is not None and not (
+                ctx.allowed_on_cluster(Operation.CREATE) or ctx.allowed(Operation.CREATE, ResourceType.TOPIC, name)
+            ):
+                topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name, "topic_id": _ZERO_ID})
                 continue
             if topic is None and allow_create and not name.startswith("__"):
                 try:
@@ -133,12 +148,20 @@ async def handle(ctx, req):
                 topics.append({"error_code": ErrorCode.unknown_topic_or_partition, "name": name, "topic_id": _ZERO_ID})
             else:
                 topics.append(topic_entry(cluster, topic, node))
+    cluster_ops = _UNKNOWN_OPS
+    if version >= 8:
+        if getattr(req, "include_topic_authorized_operations", False):
+            for t in topics:
+                if "partitions" in t:  # a topic described, not an error
+                    t["topic_authorized_operations"] = ctx.authorized_operations(ResourceType.TOPIC, t["name"])
+        if version <= 10 and getattr(req, "include_cluster_authorized_operations", False):
+            cluster_ops = ctx.authorized_operations(ResourceType.CLUSTER, "kafka-cluster") if ctx.allowed_on_cluster(Operation.DESCRIBE) else 0
     return {
         "throttle_time": 0,
         "brokers": [{"node_id": node, "host": host, "port": port, "rack": None}],
         "cluster_id": cluster.cluster_id,
         "controller_id": node,
         "topics": topics,
-        "cluster_authorized_operations": _UNKNOWN_OPS,
+        "cluster_authorized_operations": cluster_ops,
         "error_code": ErrorCode.none,
     }

@@ -8,7 +8,7 @@ coordinator sees the request; the rest follow Kafka's validation matrix
 from protocol.errors import ErrorCode
 
 from ..coordinator.common import CoordinatorError
-from ._groups import commit_answer, commit_partitions, coordinator, ms
+from ._groups import commit_answer, commit_partitions, coordinator, group_denied, ms, topic_reader
 
 API_KEY = 8
 NAME = "OffsetCommit"
@@ -16,7 +16,10 @@ VERSIONS = (2, 9)
 
 
 async def handle(ctx, req):
-    errors, wanted = commit_partitions(ctx.cluster, req.topics)
+    if group_denied(ctx, req.group_id):
+        code = ErrorCode.group_authorization_failed
+        return {"throttle_time": 0, "topics": commit_answer(req.topics, {(t.name, p.partition_index): code for t in req.topics or () for p in t.partitions or ()})}
+    errors, wanted = commit_partitions(ctx.cluster, req.topics, topic_reader(ctx))
     if req.group_id is None:
         code = ErrorCode.invalid_group_id
         errors.update({(c.topic, c.partition): code for c in wanted})

@@ -5,12 +5,17 @@ from protocol.errors import ErrorCode
 from ..coordinator.common import CoordinatorError
 from ._groups import coordinator
 
+from ..security.authorizer import Operation, ResourceType
+
 API_KEY = 47
 NAME = "OffsetDelete"
 VERSIONS = (0, 0)
 
 
 async def handle(ctx, req):
+    authz = ctx.broker.authorizer
+    if authz is not None and not ctx.allowed(Operation.DELETE, ResourceType.GROUP, req.group_id or ""):
+        return {"error_code": ErrorCode.group_authorization_failed, "throttle_time": 0, "topics": []}
     if not req.group_id:
         return {"error_code": ErrorCode.invalid_group_id, "throttle_time": 0, "topics": []}
     cluster = ctx.cluster
@@ -19,8 +24,11 @@ async def handle(ctx, req):
     for t in req.topics or ():
         topic = cluster.topics.get(t.name)
         parts = []
+        denied = authz is not None and not ctx.allowed(Operation.READ, ResourceType.TOPIC, t.name)
         for p in t.partitions or ():
-            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+            if denied:
+                unknown[(t.name, p.partition_index)] = ErrorCode.topic_authorization_failed
+            elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 unknown[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
             else:
                 parts.append(p.partition_index)

@@ -11,7 +11,8 @@ from protocol.errors import ErrorCode
 
 from ..coordinator.common import CoordinatorError
 from ..coordinator.offsets import UNSTABLE
-from ._groups import coordinator
+from ..security.authorizer import Operation, ResourceType
+from ._groups import coordinator, group_denied
 
 API_KEY = 9
 NAME = "OffsetFetch"
@@ -21,6 +22,14 @@ VERSIONS = (1, 9)
 async def fetch_group(ctx, group_id: str, topics, stable: bool, member_id: str | None = None, member_epoch: int = -1):
     """(error, [topic dicts])."""
     wanted = None if topics is None else [(t.name, list(t.partition_indexes or ())) for t in topics]
+    denied: list = []
+    authz = ctx.broker.authorizer is not None
+    if authz:  # as Kafka: DESCRIBE on the group, and on each topic (the others are answered last, or left out)
+        if group_denied(ctx, group_id, Operation.DESCRIBE):
+            return ErrorCode.group_authorization_failed, []
+        if wanted is not None:
+            denied = [(t, ps) for t, ps in wanted if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t)]
+            wanted = [(t, ps) for t, ps in wanted if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t)]
     try:
         rows = await coordinator(ctx).offset_fetch(group_id, wanted, stable=stable, member_id=member_id, member_epoch=member_epoch)
     except CoordinatorError as exc:
@@ -41,7 +50,14 @@ async def fetch_group(ctx, group_id: str, topics, stable: bool, member_id: str |
                 "error_code": ErrorCode.none,
             }
         )
-    return ErrorCode.none, [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
+    if authz and topics is None:
+        by_topic = {t: parts for t, parts in by_topic.items() if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t)}
+    answer = [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
+    for t, ps in denied:
+        answer.append({"name": t, "partitions": [
+            {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "", "error_code": ErrorCode.topic_authorization_failed} for p in ps
+        ]})
+    return ErrorCode.none, answer
 
 
 async def handle(ctx, req):

@@ -40,6 +40,7 @@ from protocol.records import CorruptRecordError, split_batches
 from storage.errors import LogClosedError
 
 from ..cluster import AppendError, AppendOrigin
+from ..security.authorizer import Operation, ResourceType
 
 API_KEY = 0
 NAME = "Produce"
@@ -140,10 +141,36 @@ def produce_partition(ctx, topic, index: int, records, txn: str | None = None) -
     }
 
 
+def _transactional(req) -> bool:
+    """Does any partition's first batch carry the transactional attribute? (Kafka's hasTransactionalRecords)"""
+    for td in req.topic_data or ():
+        for pd in td.partition_data or ():
+            records = pd.records
+            if records is not None and len(records) > 22 and records[22] & 0x10:
+                return True
+    return False
+
+
+def _denied_all(req, by_id: bool, code: ErrorCode) -> dict:
+    return {
+        "throttle_time": 0,
+        "responses": [
+            {"name": "" if by_id else td.name, "topic_id": (td.topic_id or _ZERO_ID) if by_id else _ZERO_ID, "partition_responses": [_error(pd.index, code) for pd in td.partition_data or ()]}
+            for td in req.topic_data or ()
+        ],
+    }
+
+
 async def handle(ctx, req):
     cluster = ctx.cluster
     acks = req.acks
     by_id = ctx.version >= 13
+    authz = ctx.broker.authorizer
+    if authz is not None:
+        # as Kafka: only transactional records need WRITE on the transactional id (and one must be named)
+        txn = getattr(req, "transactional_id", None)
+        if _transactional(req) and (txn is None or not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn)):
+            return None if acks == 0 else _denied_all(req, by_id, ErrorCode.transactional_id_authorization_failed)
     responses = []
     for td in req.topic_data or ():
         if by_id:
@@ -157,9 +184,12 @@ async def handle(ctx, req):
             topic = cluster.topics.get(name)
             missing = ErrorCode.unknown_topic_or_partition
         parts = []
+        denied = authz is not None and (topic is not None or not by_id) and not ctx.allowed(Operation.WRITE, ResourceType.TOPIC, name)
         for pd in td.partition_data or ():
             if acks not in (-1, 0, 1):
                 parts.append(_error(pd.index, ErrorCode.invalid_required_acks))
+            elif denied:
+                parts.append(_error(pd.index, ErrorCode.topic_authorization_failed))
             elif topic is None:
                 parts.append(_error(pd.index, missing))
             else:

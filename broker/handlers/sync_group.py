@@ -3,7 +3,7 @@
 from protocol.errors import ErrorCode
 
 from ..coordinator.common import CoordinatorError
-from ._groups import coordinator
+from ._groups import coordinator, group_denied
 
 API_KEY = 14
 NAME = "SyncGroup"
@@ -16,6 +16,8 @@ async def handle(ctx, req):
 
     if ctx.version >= 5 and (req.protocol_type is None or req.protocol_name is None):
         return fail(ErrorCode.inconsistent_group_protocol)
+    if group_denied(ctx, req.group_id):
+        return fail(ErrorCode.group_authorization_failed)
     if not req.group_id:
         return fail(ErrorCode.invalid_group_id)
     assignments = {a.member_id: a.assignment for a in req.assignments or ()}

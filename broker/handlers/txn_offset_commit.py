@@ -14,7 +14,8 @@ from protocol.errors import ErrorCode
 
 from ..coordinator.common import CoordinatorError
 from ..coordinator.service import OFFSETS_TOPIC
-from ._groups import commit_answer, commit_partitions, coordinator
+from ..security.authorizer import Operation, ResourceType
+from ._groups import commit_answer, commit_partitions, coordinator, group_denied, topic_reader
 from ._txn import call, transactions
 
 API_KEY = 28
@@ -23,7 +24,15 @@ VERSIONS = (0, 5)
 
 
 async def handle(ctx, req):
-    errors, wanted = commit_partitions(ctx.cluster, req.topics)
+    if ctx.broker.authorizer is not None:
+        code = None
+        if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+            code = ErrorCode.transactional_id_authorization_failed
+        elif group_denied(ctx, req.group_id):
+            code = ErrorCode.group_authorization_failed
+        if code is not None:
+            return {"throttle_time": 0, "topics": commit_answer(req.topics, {(t.name, p.partition_index): code for t in req.topics or () for p in t.partitions or ()})}
+    errors, wanted = commit_partitions(ctx.cluster, req.topics, topic_reader(ctx))
     groups = coordinator(ctx)
     if not req.group_id:
         errors.update({(c.topic, c.partition): ErrorCode.invalid_group_id for c in wanted})

@@ -35,7 +35,7 @@ AREAS = {
     "txn": "Transactions: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, read_committed",
     "kip848": "KIP-848 ConsumerGroupHeartbeat / ConsumerGroupDescribe",
     "data": "Produce / Fetch / ListOffsets / versions / unknown topics",
-    "sasl": "SaslHandshake / SaslAuthenticate on a PLAINTEXT listener, SCRAM credentials",
+    "sasl": "SaslHandshake / SaslAuthenticate on a PLAINTEXT listener, SCRAM credentials, ACL APIs without an authorizer",
 }
 
 

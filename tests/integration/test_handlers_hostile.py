@@ -586,8 +586,10 @@ def _api_ids():
     return [f"{HANDLERS[key].NAME}" for key in sorted(supported_versions())]
 
 
+@pytest.mark.parametrize("acls", [False, True], ids=["", "acls"])
 @pytest.mark.parametrize("api_key", sorted(supported_versions()), ids=_api_ids())
-def test_null_arrays_never_make_a_handler_raise(inproc, api_key):
+def test_null_arrays_never_make_a_handler_raise(request, api_key, acls):
+    inproc = request.getfixturevalue("inproc_acls" if acls else "inproc")
     lo, hi = supported_versions()[api_key]
     topic = f"nulls-{api_key}"
     inproc.create_topic(topic, 1)
@@ -620,12 +622,30 @@ def test_null_arrays_never_make_a_handler_raise(inproc, api_key):
     assert problems == []
 
 
+@pytest.fixture(scope="module")
+def inproc_acls():
+    """A broker with ACLs on and none made: every handler takes its refusal paths."""
+    settings = {"group.initial.rebalance.delay.ms": 0, "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
+    b = BrokerThread(settings=settings).start()
+    yield b
+    b.close()
+
+
 def test_handlers_take_null_arrays_even_past_the_decoder(inproc):
     """The handlers themselves never raise on a null array, should the decoder let one through.
 
     Each request goes straight to its handler on the broker's loop (no decoding),
     and the answer must build and encode for the request's version.
     """
+    _null_arrays_past_the_decoder(inproc)
+
+
+def test_handlers_with_acls_take_null_arrays_even_past_the_decoder(inproc_acls):
+    """The same with ACLs on (docs/security.md): the refusals never raise on a null array either."""
+    _null_arrays_past_the_decoder(inproc_acls)
+
+
+def _null_arrays_past_the_decoder(inproc):
     from broker.handlers import RequestContext
     from broker.logs import get_logger
     from protocol.codec import response_class

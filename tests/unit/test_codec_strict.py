@@ -167,6 +167,7 @@ def _requests(topic: str, topic_id: uuid.UUID, group: str, version: int, batch: 
         36: {"auth_bytes": b"\0u\0p"},
         51: {"deletions": [{"name": "nobody", "mechanism": 1}], "upsertions": [{"name": "u", "mechanism": 2, "iterations": 4096, "salt": b"s" * 16, "salted_password": b"p" * 64}]},
         50: {"users": [{"name": "u"}, {"name": "nobody"}]},
+        **_acl_requests(topic, version),
         25: {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "group_id": group},
         26: {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "committed": True},
         28: {"transactional_id": "tx", "group_id": group, "producer_id": 1, "producer_epoch": 0, "generation_id": -1, "member_id": "", "group_instance_id": None,
@@ -179,6 +180,16 @@ def _requests(topic: str, topic_id: uuid.UUID, group: str, version: int, batch: 
         60: {"include_cluster_authorized_operations": True, "endpoint_type": 1},
         68: {"group_id": f"consumer-{version}", "member_id": uuid.uuid4().hex if version >= 1 else "", "member_epoch": 0, "rebalance_timeout": 30_000, "subscribed_topic_names": [topic], "topic_partitions": []},
         69: {"group_ids": [f"consumer-{version}"], "include_authorized_operations": True},
+    }
+
+
+def _acl_requests(topic: str, version: int) -> dict[int, dict]:
+    acl = {"principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3}
+    return {
+        30: {"creations": [{"resource_type": 2, "resource_name": f"{topic}-{version}", "resource_pattern_type": 4, **acl}, {"resource_type": 2, "resource_name": "", "resource_pattern_type": 3, **acl}]},
+        29: {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1},
+        31: {"filters": [{"resource_type_filter": 2, "resource_name_filter": f"{topic}-{version}", "pattern_type_filter": 4, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1},
+                         {"resource_type_filter": 0, "resource_name_filter": None, "pattern_type_filter": 1, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}]},
     }
 
 
@@ -258,6 +269,19 @@ async def _every_handler() -> list[tuple[int, int, dict]]:
         conn = SimpleNamespace(peer="127.0.0.1:1", draining=False, listener=None, log=asker.log, identify=lambda software: None)
         version, body = HANDLERS[18].unsupported(RequestContext(b.server, conn, asker.log), event)
         asker.answers.append((18, version, body))
+    # the ACL APIs with an authorizer (above they answer SECURITY_DISABLED): created, listed, deleted
+    acl_settings = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "super.users": "User:ANONYMOUS"}
+    answers = asker.answers
+    async with Broker(settings=acl_settings) as b:
+        asker = _Asker(b.server)
+        asker.answers = answers
+        for version in range(1, 4):
+            for api_key in (30, 29, 31):
+                answer = await asker.ask(api_key, version, _acl_requests("strict", version)[api_key])
+                if api_key == 29:
+                    assert [r["resource_name"] for r in answer["resources"]] == [f"strict-{version}"], answer
+                if api_key == 31:
+                    assert [len(r["matching_acls"]) for r in answer["filter_results"]] == [1, 0], answer
         return asker.answers
 
 

@@ -709,7 +709,7 @@ def test_heartbeat_handler_answers_none_while_loading(loop):
 
     service = GroupCoordinator(None, GroupConfig(), fsync_always=False)
     service.shard_for = shard_for
-    ctx = SimpleNamespace(version=4, broker=SimpleNamespace(coordinator=service))
+    ctx = SimpleNamespace(version=4, broker=SimpleNamespace(coordinator=service, authorizer=None))
     req = SimpleNamespace(group_id=G, member_id="m", generation_id=1, group_instance_id=None)
     assert loop.run_until_complete(heartbeat.handle(ctx, req))["error_code"] == E.none
 
@@ -986,7 +986,7 @@ def test_group_max_size_sheds_rejoining_members_of_an_oversized_loaded_group(loo
 def test_join_handler_checks_session_timeout_bounds_and_group_id(loop):
     from broker.handlers import join_group
 
-    ctx = SimpleNamespace(version=9, broker=SimpleNamespace(coordinator=SimpleNamespace(config=GroupConfig())))
+    ctx = SimpleNamespace(version=9, broker=SimpleNamespace(coordinator=SimpleNamespace(config=GroupConfig()), authorizer=None))
 
     def req(group_id="g", session=10_000):
         return SimpleNamespace(group_id=group_id, member_id="", session_timeout=session, rebalance_timeout=30_000, protocol_type="consumer", protocols=[])

@@ -580,7 +580,7 @@ def test_server_assignor_choice(h):
 
 def _ctx(version=1, assignors=("uniform", "range"), meta=None):
     config = SimpleNamespace(group_consumer_assignors=assignors)
-    return SimpleNamespace(version=version, broker=SimpleNamespace(coordinator=SimpleNamespace(config=config)),
+    return SimpleNamespace(version=version, broker=SimpleNamespace(coordinator=SimpleNamespace(config=config), authorizer=None),
                            cluster=SimpleNamespace(metadata=meta or MetadataView()))
 
 

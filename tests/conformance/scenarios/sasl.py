@@ -70,3 +70,17 @@ def _wait(d: Driver, expected: dict[str, list]) -> None:
         return got == expected
 
     d.until(shown, what="SCRAM credentials to show")
+
+
+@scenario("sasl")
+def acl_apis_without_authorizer(d: Driver):
+    """CreateAcls, DescribeAcls and DeleteAcls v1-3 on a broker without an authorizer: SECURITY_DISABLED, Kafka's messages."""
+    flt = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+    creation = {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3, "principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3}
+    for v in (1, 2, 3):
+        r = d.req(29, v, flt)
+        d.obs(f"describe-v{v}", error=r.error_code, message=r.error_message, resources=len(r.resources))
+        r = d.req(30, v, {"creations": [creation, {**creation, "resource_name": ""}]})
+        d.obs(f"create-v{v}", results=[[x.error_code, x.error_message] for x in r.results])
+        r = d.req(31, v, {"filters": [flt, {**flt, "resource_type_filter": 2}]})
+        d.obs(f"delete-v{v}", results=[[x.error_code, x.error_message, len(x.matching_acls)] for x in r.filter_results])

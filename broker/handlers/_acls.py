@@ -1,6 +1,8 @@
-"""What CreateAcls, DescribeAcls and DeleteAcls share: wire fields to bindings and filters."""
+"""What CreateAcls, DescribeAcls and DeleteAcls share: their refusals, wire fields to bindings and filters."""
 
 from __future__ import annotations
+
+from protocol.errors import ErrorCode
 
 from ..security.authorizer import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType, _code
 
@@ -17,3 +19,13 @@ def acl_filter(f) -> AclFilter:
         _code(ResourceType, f.resource_type_filter), f.resource_name_filter, _code(PatternType, f.pattern_type_filter),
         f.principal_filter, f.host_filter, _code(Operation, f.operation), _code(Permission, f.permission_type),
     )
+
+
+def refused(ctx, operation: Operation, no_authorizer: str) -> tuple[ErrorCode, str] | None:
+    """The whole request's refusal, with Kafka's message: ``operation`` not allowed on the cluster,
+    or no authorizer configured (``no_authorizer``, which Kafka words per API); None to go on."""
+    if not ctx.allowed_on_cluster(operation):
+        return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
+    if ctx.broker.authorizer is None:
+        return ErrorCode.security_disabled, no_authorizer
+    return None

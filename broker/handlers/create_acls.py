@@ -14,7 +14,7 @@ without a message, and nothing is created.
 from protocol.errors import ErrorCode
 
 from ..security.authorizer import Operation, PatternType, Permission, ResourceType, validate_new
-from ._acls import binding
+from ._acls import binding, refused
 
 API_KEY = 30
 NAME = "CreateAcls"
@@ -26,11 +26,10 @@ def _all(req, code, message):
 
 
 async def handle(ctx, req):
-    if not ctx.allowed_on_cluster(Operation.ALTER):
-        return _all(req, ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
+    refusal = refused(ctx, Operation.ALTER, "No Authorizer is configured.")
+    if refusal is not None:
+        return _all(req, *refusal)
     store = ctx.broker.acls
-    if store is None:
-        return _all(req, ErrorCode.security_disabled, "No Authorizer is configured.")
     bindings = [binding(c) for c in req.creations or ()]
     if any(
         b.resource_type == ResourceType.ANY or b.pattern_type in (PatternType.ANY, PatternType.MATCH) or b.operation == Operation.ANY or b.permission == Permission.ANY

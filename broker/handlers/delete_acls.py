@@ -9,7 +9,7 @@ removal is durable before the answer.
 from protocol.errors import ErrorCode
 
 from ..security.authorizer import Operation
-from ._acls import acl_filter
+from ._acls import acl_filter, refused
 
 API_KEY = 31
 NAME = "DeleteAcls"
@@ -21,11 +21,10 @@ def _all(req, code, message):
 
 
 async def handle(ctx, req):
-    if not ctx.allowed_on_cluster(Operation.ALTER):
-        return _all(req, ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
+    refusal = refused(ctx, Operation.ALTER, "No Authorizer is configured.")
+    if refusal is not None:
+        return _all(req, *refusal)
     store = ctx.broker.acls
-    if store is None:
-        return _all(req, ErrorCode.security_disabled, "No Authorizer is configured.")
     filters = [acl_filter(f) for f in req.filters or ()]
     valid = [f for f in filters if f.unknown() is None]
     matched = iter(await store.delete(valid))

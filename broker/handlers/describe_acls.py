@@ -9,7 +9,7 @@ resource pattern.
 from protocol.errors import ErrorCode
 
 from ..security.authorizer import Operation
-from ._acls import acl_filter
+from ._acls import acl_filter, refused
 
 API_KEY = 29
 NAME = "DescribeAcls"
@@ -21,11 +21,10 @@ def _error(code, message):
 
 
 async def handle(ctx, req):
-    if not ctx.allowed_on_cluster(Operation.DESCRIBE):
-        return _error(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
+    refusal = refused(ctx, Operation.DESCRIBE, "No Authorizer is configured on the broker")
+    if refusal is not None:
+        return _error(*refusal)
     authz = ctx.broker.authorizer
-    if authz is None:
-        return _error(ErrorCode.security_disabled, "No Authorizer is configured on the broker")
     flt = acl_filter(req)
     why = flt.unknown()
     if why is not None:

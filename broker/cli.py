@@ -65,7 +65,7 @@ def _parser(admin: bool = True) -> argparse.ArgumentParser:
     g.add_argument("--group-consumer-pending-heartbeat-interval-ms", type=int, help="KIP-848 interval for members mid-hand-over; the plain interval turns it off (KAFKALITE_GROUP_CONSUMER_PENDING_HEARTBEAT_INTERVAL_MS, default 100)")
     g.add_argument("--group-consumer-max-size", type=int, help="KAFKALITE_GROUP_CONSUMER_MAX_SIZE, default unlimited")
     g.add_argument("--group-consumer-migration-policy", choices=["bidirectional", "upgrade", "downgrade", "disabled"], help="KAFKALITE_GROUP_CONSUMER_MIGRATION_POLICY, default bidirectional")
-    g.add_argument("--group-coordinator-append-linger-ms", type=int, help="how long coordinator writes wait to share a batch (KAFKALITE_GROUP_COORDINATOR_APPEND_LINGER_MS, default 5)")
+    g.add_argument("--group-coordinator-append-linger-ms", type=int, help="how long coordinator writes wait to share a batch; -1: adaptive, until the requests already read have run (KAFKALITE_GROUP_COORDINATOR_APPEND_LINGER_MS, default -1)")
     if admin:
         from .admin.cli import register as register_admin_commands
         from .security.certs import register as register_certs
@@ -166,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     limits = raise_open_files_limit()
     if limits is not None:
         logs.get_logger("cli").info("open files limit", soft_was=limits[0], soft=limits[1])
+    from .memory import tune_gc
+
+    tune_gc()  # the broker's own process only: a broker embedded in a test keeps its host's collector settings
     try:
         import uvloop
 

@@ -105,7 +105,7 @@ class BrokerConfig:
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
-    group_coordinator_append_linger_ms: int = 5
+    group_coordinator_append_linger_ms: int = -1
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_pending_heartbeat_interval_ms: int = 100
@@ -293,7 +293,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("offsets_retention_minutes", "int", "how long committed offsets of an empty group are kept (KIP-211)", "offsets.retention.minutes", minimum=1, maximum=INT_MAX, flag=True),
     _s("offsets_retention_check_interval_ms", "int", "how often expired offsets are looked for", "offsets.retention.check.interval.ms", minimum=1, maximum=LONG_MAX, flag=True),
     _s("offset_metadata_max_bytes", "int", "largest commit metadata string", "offset.metadata.max.bytes", minimum=0, maximum=INT_MAX),
-    _s("group_coordinator_append_linger_ms", "int", "how long coordinator writes wait to share a batch", "group.coordinator.append.linger.ms", minimum=0, maximum=INT_MAX, flag=True),
+    _s("group_coordinator_append_linger_ms", "int", "how long coordinator writes wait to share a batch; -1: adaptive (the batch closes once the requests already read have run)", "group.coordinator.append.linger.ms", minimum=-1, maximum=INT_MAX, flag=True),
     _s("group_consumer_session_timeout_ms", "int", "KIP-848 session timeout", "group.consumer.session.timeout.ms", minimum=1, maximum=INT_MAX, flag=True),
     _s("group_consumer_heartbeat_interval_ms", "int", "KIP-848 heartbeat interval", "group.consumer.heartbeat.interval.ms", minimum=1, maximum=INT_MAX, flag=True),
     _s("group_consumer_pending_heartbeat_interval_ms", "int", "kafkalite's own: the KIP-848 heartbeat interval handed to a member waiting for partitions or revoking some, so a released partition reaches its new owner sooner; the plain interval (or more) turns it off", minimum=1, maximum=INT_MAX, flag=True),

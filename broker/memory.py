@@ -13,12 +13,30 @@ them back after every free. ``release`` (the idle sweep's, once a burst is
 over) still hands back whatever is free.
 
 Where there is no glibc both do nothing.
+
+``tune_gc`` (the ``serve`` process only) makes the cyclic collector run less
+often. At Python's thresholds (700, 10, 10) a 3000-member KIP-848 group
+forming made 856 young and 8 full collections: 1.0 s of the broker's 2.3 s
+of CPU, the full ones walking every member, partition and connection each
+time. At ``GC_THRESHOLDS`` the same run made 26 and 1, 0.1 s in all. What
+waits longer for a collection is only cyclic garbage, at most
+``GC_THRESHOLDS[0]`` objects more between young collections.
 """
 
 from __future__ import annotations
 
+import gc
+
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 _malloc_trim = None  # glibc's malloc_trim once tune() ran, False where there is none
+
+
+GC_THRESHOLDS = (10_000, 10, 10)
+
+
+def tune_gc() -> None:
+    """Set the cyclic collector's thresholds for a serving process (see the module doc)."""
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def tune() -> None:

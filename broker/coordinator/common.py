@@ -26,7 +26,7 @@ class GroupConfig:
     group_initial_rebalance_delay_ms: int = 0  # group.initial.rebalance.delay.ms (Kafka: 3000)
     group_max_size: int = 2**31 - 1  # group.max.size
     new_member_join_timeout_ms: int = 300_000  # internal constant in Kafka
-    append_linger_ms: int = 5  # group.coordinator.append.linger.ms
+    append_linger_ms: int = -1  # group.coordinator.append.linger.ms (-1: adaptive, Kafka 4.2+'s default)
     group_consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     group_consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
     # kafkalite's own: the interval handed to a member that waits for partitions or must revoke some

@@ -108,6 +108,46 @@ def replay_consumer(groups: dict, key, value) -> None:
         group.subscription_version += 1
 
 
+def _target_value(target):
+    return None if target is None else ConsumerGroupTargetAssignmentMemberValue(topic_partitions=to_topic_partitions(target))
+
+
+def _current_value(fields):
+    if fields is None:
+        return None
+    epoch, previous, state, assigned, pending = fields
+    return ConsumerGroupCurrentMemberAssignmentValue(
+        member_epoch=epoch, previous_member_epoch=previous, state=state,
+        assigned_partitions=to_topic_partitions(assigned), partitions_pending_revocation=to_topic_partitions(pending),
+    )
+
+
+def consumer_undo(groups: dict, key) -> tuple:
+    """``(build, arg)``: ``build(arg)`` is ``consumer_value(groups, key)`` as it is now, for a rollback.
+
+    The two records a rebalance writes most (a member's target and its current assignment) keep
+    only references to the state they replace (replay swaps those objects, never changes them in
+    place), so the sorted partition lists are built only if an operation is rolled back."""
+    cls = type(key)
+    if cls is ConsumerGroupTargetAssignmentMemberKey or cls is ConsumerGroupCurrentMemberAssignmentKey:
+        group = groups.get(key.group_id)
+        if not isinstance(group, ConsumerGroup):
+            return _none, None
+        if cls is ConsumerGroupTargetAssignmentMemberKey:
+            return _target_value, group.target.get(key.member_id)
+        m = group.members.get(key.member_id)
+        return _current_value, None if m is None else (m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation)
+    return _same, consumer_value(groups, key)
+
+
+def _none(_):
+    return None
+
+
+def _same(value):
+    return value
+
+
 def consumer_value(groups: dict, key):
     """The value of ``key`` that replaying would turn into the state as it stands now:
     replay's inverse, which undoes a record of a failed operation."""
@@ -128,16 +168,10 @@ def consumer_value(groups: dict, key):
     if isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
         return ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=group.assignment_epoch)
     if isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
-        target = group.target.get(key.member_id)
-        return None if target is None else ConsumerGroupTargetAssignmentMemberValue(topic_partitions=to_topic_partitions(target))
+        return _target_value(group.target.get(key.member_id))
     if isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
         m = group.members.get(key.member_id)
-        if m is None:
-            return None
-        return ConsumerGroupCurrentMemberAssignmentValue(
-            member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch, state=m.state,
-            assigned_partitions=to_topic_partitions(m.assigned), partitions_pending_revocation=to_topic_partitions(m.pending_revocation),
-        )
+        return _current_value(None if m is None else (m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation))
     if isinstance(key, ConsumerGroupRegularExpressionKey):
         entry = group.regexes.get(key.regular_expression)
         if entry is None:

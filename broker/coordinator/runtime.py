@@ -4,7 +4,8 @@ Each partition of ``__consumer_offsets`` is one shard with a single writer
 (the event loop). Every write operation, timers included, runs atomically
 through ``GroupShard.run`` against the shard's latest state and returns one
 ``Result`` of typed records, a response and group events. The runtime adds it
-to the shard's pending batch (flushed after ``append_linger_ms``, so a commit
+to the shard's pending batch (flushed once the operations already queued on the
+event loop have run, or after ``append_linger_ms`` when it is set, so a commit
 storm costs one append per batch), encodes the records once, appends them, and
 only when the batch is durable under the broker's fsync policy shows offsets
 to reads, publishes the events and releases the responses. A failed append
@@ -151,7 +152,7 @@ class ShardRuntime:
         # list) a transactional batch's records, ("marker", (producer id, epoch, coordinator epoch, commit))
         self._pending_parts: list = []
         self._batch_future: asyncio.Future | None = None
-        self._flush_handle: asyncio.TimerHandle | None = None
+        self._flush_handle: asyncio.Handle | None = None
         self._timer_handle: asyncio.TimerHandle | None = None
         self._timer_deadline = 0
         self.load_stats: dict = {}
@@ -301,7 +302,10 @@ class ShardRuntime:
             if self._batch_future is None:
                 self._batch_future = _BatchFuture(loop=self.loop)
             if self._flush_handle is None:
-                self._flush_handle = self.loop.call_later(self.config.append_linger_ms / 1000, self._flush)
+                linger = self.config.append_linger_ms
+                # -1 (Kafka 4.2+'s default): adaptive, the batch closes once the operations already queued on the
+                # event loop have run (the flush is queued behind them), so a lone write waits for nothing
+                self._flush_handle = self.loop.call_soon(self._flush) if linger < 0 else self.loop.call_later(linger / 1000, self._flush)
         return self._batch_future
 
     def _queue_txn(self, result: Result) -> None:

@@ -34,7 +34,7 @@ from protocol.group_records import (
 from .classic import ClassicGroups
 from .consumer import ConsumerGroups
 from .consumer_group import ConsumerGroup
-from .consumer_replay import CONSUMER_KEYS, consumer_value, replay_consumer
+from .consumer_replay import CONSUMER_KEYS, consumer_undo, replay_consumer
 from .migration import Migration
 from .classic_group import DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
 from .common import TIMER, GroupConfig, GroupEvent, Result, Timers, merge_results
@@ -56,7 +56,7 @@ RETENTION_TIMER = "offsets-retention"
 _MISSING = object()
 _NO_OFFSETS: dict = {}
 # journal entries: a record's prior value, a groups entry, a classic group's state, the transactional offsets
-_RECORD, _GROUP, _STATE, _TXN = 0, 1, 2, 4  # (3 is common.TIMER)
+_RECORD, _GROUP, _STATE, _TXN, _UNDO = 0, 1, 2, 4, 5  # (3 is common.TIMER)
 
 
 class _Groups(dict):
@@ -262,7 +262,7 @@ class GroupShard:
             group = self.groups.get(key.group)
             return _STATE, group, group.state if group is not None else None
         if isinstance(key, CONSUMER_KEYS):
-            return _RECORD, key, consumer_value(self.groups, key)
+            return _UNDO, key, consumer_undo(self.groups, key)
         return _RECORD, key, None
 
     def _rollback(self, journal: list) -> None:
@@ -272,6 +272,9 @@ class GroupShard:
                     OffsetStore._apply(self.offsets.latest, a, b)  # the pending offsets come back from _TXN
                 else:
                     self.replay(a, b)
+            elif kind == _UNDO:
+                build, arg = b
+                self.replay(a, build(arg))
             elif kind == _TXN:
                 self.offsets.restore_txn(a)
             elif kind == _GROUP:

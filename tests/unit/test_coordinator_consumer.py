@@ -966,3 +966,35 @@ def test_an_answer_lost_to_a_client_timeout_is_repeated_until_confirmed_while_th
     acked = h.hb("a", ea, owned=kept)  # revoked, and says it owns exactly its assignment
     assert h.member("a").state == STABLE and acked["error_code"] == E.none
     assert h.hb("a", h.member("a").member_epoch)["assignment"] is None  # confirmed: no more repeats
+
+
+def test_a_rolled_back_rebalance_restores_targets_and_current_assignments_exactly(h):
+    """Targets and current assignments are journaled as references and turned back into
+    records only on a rollback (``consumer_undo``): a join that moves partitions between
+    members, and a leave, both rolled back, leave the state (derived indexes included) as
+    it was."""
+    busy_scenario(h)
+    before = snapshot(h.shard)
+
+    def rolled_back(member_id: str, epoch: int, **fields) -> list:
+        params = dict(group_id=G, member_id=member_id, member_epoch=epoch, instance_id=None, rack_id=None, rebalance_timeout_ms=-1,
+                      subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None, owned=None, version=1,
+                      client_id="client", client_host="/127.0.0.1")
+        written: list = []
+
+        def op(shard):
+            shard.consumer.heartbeat(HeartbeatParams(**{**params, **fields}))
+            written.extend(shard._op.records)
+            raise RuntimeError("the append failed")
+
+        with pytest.raises(RuntimeError):
+            h.shard.run(op)
+        return written
+
+    joined = rolled_back("newcomer", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=["t", "u"], owned={})
+    assert sum(type(k) is ConsumerGroupTargetAssignmentMemberKey for k, _ in joined) >= 2  # someone gave way
+    assert any(type(k) is ConsumerGroupCurrentMemberAssignmentKey for k, _ in joined)
+    assert snapshot(h.shard) == before
+    left = rolled_back("b", -1)
+    assert any(type(k) is ConsumerGroupCurrentMemberAssignmentKey and v is None for k, v in left)
+    assert snapshot(h.shard) == before

@@ -153,3 +153,26 @@ def test_a_timer_whose_callback_raises_is_consumed_not_refired(loop):
     rt = loop.run_until_complete(run())
     assert calls == [1]
     assert not rt.shard.timers.is_scheduled("broken")
+
+
+def test_the_adaptive_linger_batches_what_the_loop_already_has_and_arms_no_timer(loop):
+    """group.coordinator.append.linger.ms=-1 (Kafka 4.2+'s default): writes started in the same
+    turn of the event loop share one append, and no write waits for a timer."""
+    log = MemoryLog()
+
+    async def run():
+        rt = active_runtime(log, linger_ms=-1)
+        running = asyncio.get_running_loop()
+
+        def no_timer(*args, **kwargs):
+            raise AssertionError("the adaptive linger armed a timer")
+
+        running.call_later = no_timer
+        together = [running.create_task(rt.write(lambda s, g=g: commit(s, g, 1, g))) for g in ("a", "b", "c")]
+        answers = await asyncio.gather(*together)
+        alone = await rt.write(lambda s: commit(s, "d", 2, "d"))
+        return answers, alone
+
+    answers, alone = loop.run_until_complete(run())
+    assert answers == ["a", "b", "c"] and alone == "d"
+    assert len(log.appended) == 2  # the three together in one append, the lone one in another

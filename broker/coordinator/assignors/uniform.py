@@ -380,7 +380,7 @@ def rebalance_homogeneous(
     if extra < n_above:
         k = n_above - extra  # the last k of the above members, in id order
         above = itertools.chain.from_iterable(buckets[c] for c in high)
-        minus = {max(above)} if k == 1 else set(sorted(above)[extra:])  # one member joined: one gives way
+        minus = {max(above)} if k == 1 else set(heapq.nlargest(k, above))  # one member joined: one gives way
     elif extra > n_above:
         k = extra - n_above
         at = buckets.get(min_quota, ())
@@ -401,8 +401,11 @@ def rebalance_homogeneous(
     needy = [(m, min_quota + (m in plus_below) - c) for c, ms in buckets.items() if c < min_quota for m in ms]
     needy.extend((m, 1) for m in plus_at)
     needy.sort()
-    rank = {t: i for i, t in enumerate(topic_names)}
-    free.sort(key=lambda tp: (rank[tp[0]], tp[1]))
+    if all(a < b for a, b in itertools.pairwise(topic_names)):
+        free.sort()  # (topic, partition) pairs: topic name order is rank order
+    else:
+        rank = {t: i for i, t in enumerate(topic_names)}
+        free.sort(key=lambda tp: (rank[tp[0]], tp[1]))
     added = _deal(needy, free) if needy else {}
     for m, mine in changed.items():
         changed[m] = _merge(mine, None)

@@ -67,9 +67,31 @@ def _rebalance_key(group_id: str, member_id: str) -> str:
     return f"consumer-rebalance:{group_id}:{member_id}"
 
 
-def to_topic_partitions(assignment: Assignment) -> list[TopicPartitions]:
+def to_topic_partitions(assignment: Assignment, epochs: dict | None = None) -> list[TopicPartitions]:
+    """Record form, topics by id text and partitions in order; with ``epochs`` ((topic id, partition)
+    -> assignment epoch) each topic also lists its partitions' assignment epochs (KIP-1251)."""
     items = assignment.items() if len(assignment) < 2 else sorted(assignment.items(), key=lambda kv: str(kv[0]))
-    return [TopicPartitions(tid, sorted(parts)) for tid, parts in items if parts]
+    if epochs is None:
+        return [TopicPartitions(tid, sorted(parts)) for tid, parts in items if parts]
+    out = []
+    for tid, parts in items:
+        if parts:
+            ordered = sorted(parts)
+            out.append(TopicPartitions(tid, ordered, [epochs[(tid, p)] for p in ordered]))
+    return out
+
+
+def assignment_epochs(epoch: int, assigned: Assignment, pending: Assignment, held: dict) -> dict:
+    """KIP-1251: each partition keeps the epoch it was assigned at while the member holds it
+    (``held``); one it did not hold is assigned at ``epoch`` (0 if negative)."""
+    default = epoch if epoch > 0 else 0
+    out = {}
+    for source in (assigned, pending):
+        for tid, parts in source.items():
+            for p in parts:
+                key = (tid, p)
+                out[key] = held.get(key, default)
+    return out
 
 
 def from_topic_partitions(items) -> Assignment:
@@ -135,15 +157,22 @@ class ConsumerGroups:
     def _write_group_epoch(self, group: ConsumerGroup, epoch: int, metadata_hash: int) -> None:
         self._emit(ConsumerGroupMetadataKey(group.group_id), ConsumerGroupMetadataValue(epoch=epoch, metadata_hash=metadata_hash))
 
-    def _write_current(self, group: ConsumerGroup, member_id: str, epoch: int, previous: int, state: int, assigned: Assignment, pending: Assignment) -> None:
+    def _write_current(self, group: ConsumerGroup, member_id: str, epoch: int, previous: int, state: int, assigned: Assignment, pending: Assignment,
+                       held: dict | None = None) -> None:
+        """The member's current assignment record; partitions it holds now (``held``: by default the
+        assignment epochs of the member of that id) keep their assignment epochs (KIP-1251)."""
+        if held is None:
+            member = group.members.get(member_id)
+            held = member.assignment_epochs if member is not None else {}
+        epochs = assignment_epochs(epoch, assigned, pending, held)
         self._emit(
             ConsumerGroupCurrentMemberAssignmentKey(group.group_id, member_id),
             ConsumerGroupCurrentMemberAssignmentValue(
                 member_epoch=epoch,
                 previous_member_epoch=previous,
                 state=state,
-                assigned_partitions=to_topic_partitions(assigned),
-                partitions_pending_revocation=to_topic_partitions(pending),
+                assigned_partitions=to_topic_partitions(assigned, epochs),
+                partitions_pending_revocation=to_topic_partitions(pending, epochs),
             ),
         )
 
@@ -399,7 +428,7 @@ class ConsumerGroups:
     def _replace_static(self, group: ConsumerGroup, old: ConsumerMember, new_id: str) -> ConsumerMember:
         """A static member back from a temporary leave (-2) under a new member id."""
         target = group.target.get(old.member_id, {})
-        assigned, pending, state = dict(old.assigned), dict(old.pending_revocation), old.state
+        assigned, pending, state, held = dict(old.assigned), dict(old.pending_revocation), old.state, old.assignment_epochs
         self.timers.cancel(_session_key(group.group_id, old.member_id))
         self.timers.cancel(_rebalance_key(group.group_id, old.member_id))
         self._remove_member_records(group, old.member_id)
@@ -416,7 +445,7 @@ class ConsumerGroups:
         self._write_member_metadata(group, member)
         self._write_target(group, new_id, target)
         # Kafka copies the member with epoch 0 and previous epoch 0, keeping its state
-        self._write_current(group, new_id, 0, 0, state, assigned, pending)
+        self._write_current(group, new_id, 0, 0, state, assigned, pending, held=held)
         self.shard.event("static member replaced", group.group_id, instance_id=old.instance_id, old_member=old.member_id, new_member=new_id)
         return member
 
@@ -621,8 +650,9 @@ class ConsumerGroups:
         elif state == UNREVOKED_PARTITIONS:
             if _owns_any(owned, member.pending_revocation):
                 return
-            # revoked: if more must go, the member waits for it at the next epoch (Kafka: memberEpoch + 1)
-            nxt = self._next_assignment(group, member, member.member_epoch + 1, target_epoch, target, owned)
+            # revoked: if more must go, the member revokes it at the same epoch (Kafka 4.3+; up to 4.2 at
+            # memberEpoch + 1: with KIP-1251's assignment epochs the bump is no longer needed to fence commits)
+            nxt = self._next_assignment(group, member, member.member_epoch, target_epoch, target, owned)
         elif state == UNRELEASED_PARTITIONS:
             nxt = self._next_assignment(group, member, member.member_epoch, target_epoch, target, owned)
         else:  # UNKNOWN
@@ -665,8 +695,10 @@ class ConsumerGroups:
             kept = have & want
             revoke = have - kept
             assign = set(want - kept)
-            # still held by someone, including partitions this member is itself revoking (Kafka does not exempt them)
-            blocked = {p for p in assign if group.current_partition_epoch(tid, p) != -1}
+            # still held by another member; not those this member is itself revoking (Kafka 4.2+, KAFKA-19449:
+            # they are free once it has revoked them, which is what this step acknowledges)
+            revoking = member.pending_revocation.get(tid, ())
+            blocked = {p for p in assign if group.current_partition_epoch(tid, p) != -1 and p not in revoking}
             if blocked:
                 unreleased = True
                 assign -= blocked

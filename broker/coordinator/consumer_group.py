@@ -38,6 +38,9 @@ class ConsumerMember:
     state: int = STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # KIP-1251: (topic id, partition) -> the epoch it was assigned to this member at, for everything in
+    # ``assigned`` and ``pending_revocation``; replaced whole by replay, never changed in place
+    assignment_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     has_metadata: bool = False  # a MemberMetadata record was replayed
     # since when the member has not held its full target (for the rebalance event)
     waiting_since_ms: int | None = None
@@ -186,15 +189,25 @@ class ConsumerGroup:
         return self.partition_epochs.get((topic_id, partition), -1)
 
     # -- replay helpers -----------------------------------------------------
-    def set_current(self, member: ConsumerMember, epoch: int, previous: int, state: int, assigned: Assignment, pending: Assignment) -> None:
+    def set_current(self, member: ConsumerMember, epoch: int, previous: int, state: int, assigned: Assignment, pending: Assignment,
+                    assignment_epochs: dict | None = None) -> None:
+        """A member's current assignment as replayed. Without ``assignment_epochs`` (a record written
+        before Kafka 4.3) every partition counts as assigned at the member's epoch (0 if negative)."""
         self._drop_epochs(member)
         self.waiting += (state != STABLE) - (member.state != STABLE)
         member.member_epoch, member.previous_member_epoch, member.state = epoch, previous, state
         member.assigned, member.pending_revocation = assigned, pending
+        default = epoch if epoch > 0 else 0
+        fill = assignment_epochs is None
+        if fill:
+            assignment_epochs = {}
         for source in (assigned, pending):
             for tid, parts in source.items():
                 for p in parts:
                     self.partition_epochs[(tid, p)] = epoch
+                    if fill:
+                        assignment_epochs[(tid, p)] = default
+        member.assignment_epochs = assignment_epochs
 
     def _drop_epochs(self, member: ConsumerMember) -> None:
         for source in (member.assigned, member.pending_revocation):

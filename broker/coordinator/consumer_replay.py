@@ -102,10 +102,32 @@ def replay_consumer(groups: dict, key, value) -> None:
             value.state,
             from_topic_partitions(value.assigned_partitions),
             from_topic_partitions(value.partitions_pending_revocation),
+            _assignment_epochs(value),
         )
     elif isinstance(key, ConsumerGroupRegularExpressionKey):
         group.regexes[key.regular_expression] = (frozenset(value.topics), value.version, value.timestamp)
         group.subscription_version += 1
+
+
+def _assignment_epochs(value: ConsumerGroupCurrentMemberAssignmentValue) -> dict | None:
+    """KIP-1251 epochs of a current assignment record; None if it has none (written before Kafka 4.3):
+    ``set_current`` then takes the member's epoch. A topic without them takes it too."""
+    out = None
+    default = value.member_epoch if value.member_epoch > 0 else 0
+    for tp in (*value.assigned_partitions, *value.partitions_pending_revocation):
+        if tp.assignment_epochs:
+            if out is None:
+                out = {}
+            tid = tp.topic_id
+            for p, e in zip(tp.partitions, tp.assignment_epochs, strict=True):
+                out[(tid, p)] = e
+    if out is None:
+        return None
+    for tp in (*value.assigned_partitions, *value.partitions_pending_revocation):
+        if not tp.assignment_epochs:
+            for p in tp.partitions:
+                out[(tp.topic_id, p)] = default
+    return out
 
 
 def _target_value(target):
@@ -115,10 +137,10 @@ def _target_value(target):
 def _current_value(fields):
     if fields is None:
         return None
-    epoch, previous, state, assigned, pending = fields
+    epoch, previous, state, assigned, pending, epochs = fields
     return ConsumerGroupCurrentMemberAssignmentValue(
         member_epoch=epoch, previous_member_epoch=previous, state=state,
-        assigned_partitions=to_topic_partitions(assigned), partitions_pending_revocation=to_topic_partitions(pending),
+        assigned_partitions=to_topic_partitions(assigned, epochs), partitions_pending_revocation=to_topic_partitions(pending, epochs),
     )
 
 
@@ -136,7 +158,7 @@ def consumer_undo(groups: dict, key) -> tuple:
         if cls is ConsumerGroupTargetAssignmentMemberKey:
             return _target_value, group.target.get(key.member_id)
         m = group.members.get(key.member_id)
-        return _current_value, None if m is None else (m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation)
+        return _current_value, None if m is None else (m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation, m.assignment_epochs)
     return _same, consumer_value(groups, key)
 
 
@@ -171,7 +193,7 @@ def consumer_value(groups: dict, key):
         return _target_value(group.target.get(key.member_id))
     if isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
         m = group.members.get(key.member_id)
-        return _current_value(None if m is None else (m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation))
+        return _current_value(None if m is None else (m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation, m.assignment_epochs))
     if isinstance(key, ConsumerGroupRegularExpressionKey):
         entry = group.regexes.get(key.regular_expression)
         if entry is None:

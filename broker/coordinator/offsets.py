@@ -196,8 +196,14 @@ def validate_commit(classic, group: ClassicGroup | None, *, version: int, genera
     return None
 
 
-def validate_consumer_commit(group, *, version: int, epoch: int, member_id: str, transactional: bool = False) -> ErrorCode | None:
-    """OffsetCommit (and TxnOffsetCommit) against a KIP-848 group (section 3.10 of the reference)."""
+def validate_consumer_commit(group, *, version: int, epoch: int, member_id: str, transactional: bool = False,
+                             partitions: list[CommitPartition] = (), metadata_limit: int = 0, topic_id=None) -> ErrorCode | None:
+    """OffsetCommit (and TxnOffsetCommit) against a KIP-848 group (section 3.10 of the reference), with
+    Kafka 4.3+'s assignment epochs (KIP-1251): a commit at an older epoch than the member's is
+    accepted if the member still holds every partition of ``partitions`` and was assigned each at
+    that epoch or before. Partitions whose metadata exceeds ``metadata_limit`` are not looked at
+    (they are answered OFFSET_METADATA_TOO_LARGE first, as Kafka does). ``topic_id(name)`` gives a
+    topic's id (None if the topic is unknown)."""
     if epoch < 0 and not group.members:
         return None  # admin or standalone commit
     member = group.members.get(member_id)
@@ -205,10 +211,18 @@ def validate_consumer_commit(group, *, version: int, epoch: int, member_id: str,
         return ErrorCode.unknown_member_id
     if member.classic is None and version < 9 and not transactional:
         return ErrorCode.unsupported_version
-    if epoch != member.member_epoch:
-        if transactional:  # Kafka turns a stale member epoch into ILLEGAL_GENERATION here
-            return ErrorCode.illegal_generation
-        return ErrorCode.illegal_generation if member.classic is not None else ErrorCode.stale_member_epoch
+    if epoch == member.member_epoch:
+        return None
+    stale = ErrorCode.illegal_generation if member.classic is not None or transactional else ErrorCode.stale_member_epoch
+    if epoch > member.member_epoch:
+        return stale  # (TxnOffsetCommit: Kafka turns a stale member epoch into ILLEGAL_GENERATION)
+    held = member.assignment_epochs
+    for p in partitions:
+        if java_length(p.metadata or "") > metadata_limit:
+            continue
+        assigned_at = held.get((topic_id(p.topic), p.partition))
+        if assigned_at is None or epoch < assigned_at:
+            return stale
     return None
 
 

@@ -328,7 +328,8 @@ class GroupShard:
                       retention_ms: int, partitions: list[CommitPartition]) -> Result:
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
-            error = validate_consumer_commit(group, version=version, epoch=generation, member_id=member_id)
+            error = validate_consumer_commit(group, version=version, epoch=generation, member_id=member_id,
+                                             partitions=partitions, metadata_limit=self.config.offset_metadata_max_bytes, topic_id=self._topic_id)
         else:
             error = validate_commit(self.classic, group, version=version, generation=generation, member_id=member_id, instance_id=instance_id)
         if error is not None:
@@ -352,12 +353,17 @@ class GroupShard:
             answer.append((p.topic, p.partition, ErrorCode.none))
         return Result(response=answer)
 
+    def _topic_id(self, name: str):
+        entry = self.metadata.by_name.get(name)
+        return None if entry is None else entry[0]
+
     def txn_offset_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int,
                           producer_id: int, producer_epoch: int, partitions: list[CommitPartition]) -> Result:
         """TxnOffsetCommit: the offsets wait in the producer's transaction until its marker."""
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
-            error = validate_consumer_commit(group, version=version, epoch=generation, member_id=member_id, transactional=True)
+            error = validate_consumer_commit(group, version=version, epoch=generation, member_id=member_id, transactional=True,
+                                             partitions=partitions, metadata_limit=self.config.offset_metadata_max_bytes, topic_id=self._topic_id)
         else:
             error = validate_commit(self.classic, group, version=version, generation=generation, member_id=member_id,
                                     instance_id=instance_id, transactional=True)

@@ -127,6 +127,9 @@ class ConsumerGroupTargetAssignmentMetadataValue:
 class TopicPartitions:
     topic_id: uuid.UUID
     partitions: list[int] = field(default_factory=list)
+    # KIP-1251 (Kafka 4.3+), current assignments only: the epoch each partition was assigned at,
+    # parallel to ``partitions``; tagged field 0, left out when empty (records written before 4.3)
+    assignment_epochs: list[int] | None = None
 
 
 @dataclass(slots=True)
@@ -293,7 +296,14 @@ def _write_topic_partitions(w: _Writer, items: list[TopicPartitions]) -> None:
     for tp in items:
         w.uuid(tp.topic_id)
         w.cint32_array(tp.partitions)
-        w.tags()
+        if tp.assignment_epochs:
+            if len(tp.assignment_epochs) != len(tp.partitions):
+                raise ValueError("assignment_epochs must list one epoch per partition")
+            epochs = _Writer()
+            epochs.cint32_array(tp.assignment_epochs)
+            w.tags([(0, epochs.done())])
+        else:
+            w.tags()
 
 
 def _read_topic_partitions(r: _Reader) -> list[TopicPartitions]:
@@ -301,8 +311,14 @@ def _read_topic_partitions(r: _Reader) -> list[TopicPartitions]:
     for _ in range(r.carray_len()):
         topic_id = r.uuid()
         partitions = r.cint32_array()
-        r.tags()
-        out.append(TopicPartitions(topic_id, partitions))
+        tags = r.tags()
+        epochs = None
+        if tags and 0 in tags:
+            er = _Reader(tags[0], 0)
+            epochs = er.cint32_array()
+            if epochs and len(epochs) != len(partitions):
+                _fail(f"{len(epochs)} assignment epochs for {len(partitions)} partitions")
+        out.append(TopicPartitions(topic_id, partitions, epochs or None))
     return out
 
 

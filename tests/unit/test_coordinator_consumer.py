@@ -288,8 +288,9 @@ def test_second_member_revoke_before_assign(kafka_h):
     assert h.hb("b", 2, owned=tb)["assignment"] is None
 
 
-def test_unrevoked_member_moves_to_next_epoch_when_target_changes_again(h):
-    """CurrentAssignmentBuilder: after revoking, the member reconciles from epoch+1 (KAFKA-16249)."""
+def test_unrevoked_member_revokes_again_at_the_same_epoch_when_target_changes_again(h):
+    """CurrentAssignmentBuilder: after revoking, a member that must give up more stays at its epoch
+    (Kafka 4.3+; 4.1 moved it to epoch + 1, KAFKA-16249)."""
     h.topic("w", 6)
     h.join("a", topics=["w"])
     h.join("b", topics=["w"])  # epoch 2: a must revoke
@@ -300,28 +301,27 @@ def test_unrevoked_member_moves_to_next_epoch_when_target_changes_again(h):
     assert len(ta3["w"]) == 2
     h.hb("a", 1, owned=h.assigned("a"))  # revoked epoch 2's partitions, still holds some of epoch 3's
     m = h.member("a")
-    assert (m.state, m.member_epoch, m.previous_member_epoch) == (UNREVOKED_PARTITIONS, 2, 1)
+    assert (m.state, m.member_epoch, m.previous_member_epoch) == (UNREVOKED_PARTITIONS, 1, 1)
     assert h.names(m.assigned) == ta3
     # the rebalance timer follows the member to its new epoch: it still fences if it never revokes
     h.advance(30_000)
     assert "a" not in h.cgroup().members
 
 
-def test_partition_still_pending_revocation_by_self_is_unreleased(h):
-    """A partition taken back into the target while the member revokes it is still held (partition epoch != -1)."""
+def test_partition_pending_revocation_by_self_is_not_unreleased(h):
+    """A partition taken back into the target while the member revokes it is not waited for: the member
+    gets it back once it acknowledges the revocation (Kafka 4.2+, KAFKA-19449; 4.1 waited a heartbeat)."""
     h.join("a")
     h.join("b")  # a must revoke b's share
-    ta, tb = h.target("a"), h.target("b")
+    ta = h.target("a")
     h.hb("a", 1, owned={"t": [0, 1, 2, 3]})
     h.hb("b", 2, owned={}, topics=[])  # b unsubscribes: epoch 3, a's target is everything again
     assert h.target("a") == {"t": [0, 1, 2, 3]}
-    r = h.hb("a", 1, owned=ta)  # a revoked b's share
+    r = h.hb("a", 1, owned=ta)  # a revoked b's share, which is its own again at once (Kafka 4.2+, KAFKA-19449)
     m = h.member("a")
-    assert (m.member_epoch, m.state) == (3, UNRELEASED_PARTITIONS)
-    assert r["assignment"] is None and h.names(m.assigned) == ta
-    assert all(h.cgroup().current_partition_epoch(T_ID, p) == -1 for p in tb["t"])  # released now
-    r = h.hb("a", 3, owned=ta)
-    assert h.member("a").state == STABLE and h.names(r["assignment"]) == {"t": [0, 1, 2, 3]}
+    assert (m.member_epoch, m.state) == (3, STABLE)
+    assert h.names(r["assignment"]) == {"t": [0, 1, 2, 3]} == h.names(m.assigned)
+    assert all(h.cgroup().current_partition_epoch(T_ID, p) == 3 for p in range(4))
 
 
 def test_lost_response_previous_epoch_with_subset_is_accepted(h):
@@ -652,7 +652,12 @@ def codes(answer) -> set:
 def test_offset_commit_with_member_epoch(h):
     a, b = two_members(h)
     assert codes(h.commit(a, 2)) == {E.none}
-    assert codes(h.commit(a, 1)) == {E.stale_member_epoch}
+    kept, given = h.assigned(a)["t"][0], h.assigned(b)["t"][0]
+    # KIP-1251 (Kafka 4.3+): an older epoch commits what the member has held since that epoch
+    assert codes(h.commit(a, 1, parts=(("t", kept, 10, None),))) == {E.none}
+    assert codes(h.commit(a, 1, parts=(("t", kept, 10, None), ("t", given, 10, None)))) == {E.stale_member_epoch}  # one it gave away
+    assert codes(h.commit(a, 0, parts=(("t", kept, 10, None),))) == {E.stale_member_epoch}  # older than its assignment
+    assert codes(h.commit(b, 1, parts=(("t", given, 10, None),))) == {E.stale_member_epoch}  # b got it at epoch 2
     assert codes(h.commit(a, 3)) == {E.stale_member_epoch}
     assert codes(h.commit("ghost", 2)) == {E.unknown_member_id}
     assert codes(h.commit(a, 2, version=8)) == {E.unsupported_version}
@@ -742,7 +747,7 @@ def snapshot(shard) -> dict:
             continue
         members = {
             mid: (m.instance_id, m.rack_id, tuple(m.subscribed_topic_names), m.subscribed_topic_regex, m.rebalance_timeout_ms,
-                  m.server_assignor, m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation)
+                  m.server_assignor, m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation, m.assignment_epochs)
             for mid, m in g.members.items()
         }
         index = g.target_index  # derived state, kept by replay: a restart must rebuild it too
@@ -998,3 +1003,55 @@ def test_a_rolled_back_rebalance_restores_targets_and_current_assignments_exactl
     left = rolled_back("b", -1)
     assert any(type(k) is ConsumerGroupCurrentMemberAssignmentKey and v is None for k, v in left)
     assert snapshot(h.shard) == before
+
+
+# =========================================================================== KIP-1251 assignment epochs
+def test_assignment_epochs_follow_kafka_44(h):
+    """A partition keeps the epoch it was assigned at while the member holds it (also pending
+    revocation and across epoch bumps that leave it alone); one newly assigned takes the member's
+    new epoch. The records carry them, and a replay rebuilds them."""
+    h.join("a")  # epoch 1: a gets everything
+    t = T_ID
+    assert h.member("a").assignment_epochs == {(t, p): 1 for p in range(4)}
+    h.join("b")  # epoch 2: a must give up half
+    h.hb("a", 1, owned=h.assigned("a"))
+    a = h.member("a")
+    assert a.state == UNREVOKED_PARTITIONS
+    assert a.assignment_epochs == {(t, p): 1 for p in range(4)}  # pending revocation keeps its epoch
+    h.hb("a", 1, owned=h.assigned("a"))  # revoked: a moves to epoch 2, keeping its partitions' epochs
+    a = h.member("a")
+    assert a.member_epoch == 2 and a.assignment_epochs == {(t, p): 1 for p in h.assigned("a")["t"]}
+    h.hb("b", h.member("b").member_epoch, owned={})
+    b = h.member("b")
+    assert b.member_epoch == 2 and b.assignment_epochs == {(t, p): 2 for p in h.assigned("b")["t"]}
+    [(_, value)] = [(k, v) for k, v in decoded(h.durable) if type(k) is ConsumerGroupCurrentMemberAssignmentKey and k.member_id == "b"][-1:]
+    assert [tp.assignment_epochs for tp in value.assigned_partitions] == [[2, 2]]
+    assert snapshot(replayed(h, h.durable, folded=True)) == snapshot(h.shard)
+
+
+def test_a_current_assignment_written_before_kafka_43_takes_the_member_epoch(h):
+    """Records without assignment epochs (Kafka up to 4.2, kafkalite before this) load with every
+    partition assigned at the record's member epoch, 0 if it is negative."""
+    from protocol.group_records import ConsumerGroupCurrentMemberAssignmentValue, TopicPartitions, encode_key, encode_value
+
+    shard = h._new_shard()
+    for key, value in (
+        (ConsumerGroupCurrentMemberAssignmentKey(G, "old"), ConsumerGroupCurrentMemberAssignmentValue(5, 4, 0, [TopicPartitions(T_ID, [0, 1])], [TopicPartitions(T_ID, [2])])),
+        (ConsumerGroupCurrentMemberAssignmentKey(G, "static"), ConsumerGroupCurrentMemberAssignmentValue(-2, 3, 0, [TopicPartitions(T_ID, [3])], [])),
+    ):
+        shard.replay_bytes(encode_key(key), encode_value(value))
+    g = shard.groups[G]
+    assert g.members["old"].assignment_epochs == {(T_ID, 0): 5, (T_ID, 1): 5, (T_ID, 2): 5}
+    assert g.members["static"].assignment_epochs == {(T_ID, 3): 0}
+
+
+def test_a_replaced_static_member_keeps_its_partitions_assignment_epochs(h):
+    h.join("s1", instance="i")
+    h.join("b")
+    h.hb("s1", 1, owned=h.assigned("s1"))
+    h.hb("s1", 1, owned=h.assigned("s1"))
+    before = dict(h.member("s1").assignment_epochs)
+    assert set(before.values()) == {1}
+    h.hb("s1", -2, instance="i")  # temporary leave
+    h.join("s2", instance="i")
+    assert h.member("s2").assignment_epochs == before

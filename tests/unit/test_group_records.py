@@ -860,3 +860,35 @@ def test_caches_do_not_leak_between_distinct_keys(monkeypatch):
     # a legacy and a current key with equal fields decode to their own flags
     assert decode_key(i16(0) + string("g") + string("t") + i32(1)).legacy
     assert not decode_key(i16(1) + string("g") + string("t") + i32(1)).legacy
+
+
+# --------------------------------------------------------------------------- KIP-1251 assignment epochs
+# ConsumerGroupCurrentMemberAssignmentValue as Kafka 4.4.0's generated class writes it
+# (MessageUtil.toVersionPrefixedBytes): member epoch 7, previous 5, STABLE, assigned topic
+# 00000000-0000-0000-0000-0000000000a1 partitions [0, 2] assigned at epochs [3, 7] (tag 0 of the
+# topic's struct), pending revocation partition 1 of the same topic without epochs (no tag).
+KAFKA_44_CURRENT_WITH_EPOCHS = bytes.fromhex(
+    "000000000007000000050002000000000000000000000000000000a103000000000000000201000903000000030000000702"
+    "000000000000000000000000000000a102000000010000"
+)
+
+
+def test_current_assignment_with_assignment_epochs_matches_kafka_44_bytes():
+    tid = uuid.UUID(int=0xA1)
+    value = ConsumerGroupCurrentMemberAssignmentValue(
+        member_epoch=7, previous_member_epoch=5, state=0,
+        assigned_partitions=[TopicPartitions(tid, [0, 2], [3, 7])],
+        partitions_pending_revocation=[TopicPartitions(tid, [1])],
+    )
+    assert encode_value(value) == KAFKA_44_CURRENT_WITH_EPOCHS
+    assert decode_value(ConsumerGroupCurrentMemberAssignmentKey("g", "m"), KAFKA_44_CURRENT_WITH_EPOCHS) == value
+
+
+def test_current_assignment_epochs_must_match_the_partitions():
+    tid = uuid.UUID(int=0xA1)
+    with pytest.raises(ValueError):
+        encode_value(ConsumerGroupCurrentMemberAssignmentValue(7, 5, 0, [TopicPartitions(tid, [0, 2], [3])], []))
+    # the same record with one epoch for two partitions: the tag holds [3] (compact array of 1)
+    bad = KAFKA_44_CURRENT_WITH_EPOCHS.replace(bytes.fromhex("01000903000000030000000702"), bytes.fromhex("010005020000000302"))
+    with pytest.raises(RecordFormatError):
+        decode_value(ConsumerGroupCurrentMemberAssignmentKey("g", "m"), bad)

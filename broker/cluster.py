@@ -352,7 +352,7 @@ class Cluster:
         _fsync_dir(self.data_dir)
 
     # ------------------------------------------------------------------ configs (AlterConfigs)
-    def set_topic_overrides(self, topic: Topic, overrides: dict[str, str], config: LogConfig) -> None:
+    def set_topic_overrides(self, topic: Topic, overrides: dict[str, str], config: LogConfig, *, save: bool = True) -> None:
         """Replace a topic's overrides; its logs take the new config at once (``max.message.bytes``
         on the next append, ``segment.*`` on the next roll, retention and ``cleanup.policy`` on the
         next maintenance pass)."""
@@ -360,17 +360,19 @@ class Cluster:
         topic.config = config
         for part in topic.partitions:
             part.log.update_config(config)
-        self._save()
+        if save:
+            self._save()
         log.info("topic configs altered", topic=topic.name, configs=topic.overrides or None)
 
-    def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
+    def set_group_configs(self, group: str, configs: dict[str, str], *, save: bool = True) -> None:
         if configs:
             self.group_configs[group] = dict(configs)
         else:
             self.group_configs.pop(group, None)
-        self._save()
+        if save:
+            self._save()
 
-    def set_broker_configs(self, name: str, configs: dict[str, str], dynamic: dict[str, str]) -> None:
+    def set_broker_configs(self, name: str, configs: dict[str, str], dynamic: dict[str, str], *, save: bool = True) -> None:
         """Replace the dynamic broker configs of ``name`` ("" for the cluster-wide default); the log
         defaults among them apply to every topic at once, under its own overrides."""
         if configs:
@@ -387,7 +389,8 @@ class Cluster:
             topic.config = cfg
             for part in topic.partitions:
                 part.log.update_config(cfg)
-        self._save()
+        if save:
+            self._save()
 
     def _dynamic_defaults(self, dynamic: dict[str, str]) -> LogConfig:
         """The static log defaults under the cluster-wide dynamic ones, under this node's (Kafka's order)."""

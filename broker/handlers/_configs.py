@@ -233,14 +233,14 @@ def validate(ctx, rtype: int, name: str, props: dict[str, str]):
 
 
 def apply(ctx, rtype: int, name: str, props: dict[str, str], checked) -> None:
-    """Install and persist the new values (meta.json, fsynced, as topic creation does)."""
+    """Install the new values; the caller then persists them (``Cluster._save``) once per request."""
     cluster = ctx.cluster
     if rtype == TOPIC:
-        cluster.set_topic_overrides(cluster.topics[name], props, checked)
+        cluster.set_topic_overrides(cluster.topics[name], props, checked, save=False)
     elif rtype == GROUP:
-        cluster.set_group_configs(name, props)
+        cluster.set_group_configs(name, props, save=False)
     else:
-        cluster.set_broker_configs(name, props, broker_dynamic_settings())
+        cluster.set_broker_configs(name, props, broker_dynamic_settings(), save=False)
 
 
 # ----------------------------------------------------------------------------- the alter APIs
@@ -303,7 +303,8 @@ def _preprocess(ctx, res, incremental: bool) -> None:
         raise ConfigError(ErrorCode.invalid_request, f"Unknown resource type {rtype}")
 
 
-def _alter_one(ctx, res, incremental: bool, validate_only: bool) -> None:
+def _alter_one(ctx, res, incremental: bool, validate_only: bool) -> bool:
+    """Check (and unless ``validate_only`` apply) one resource; True if it changed anything."""
     rtype, name = res.resource_type, res.resource_name
     _preprocess(ctx, res, incremental)
     if ctx.broker.authorizer is not None and not authorized(ctx, Operation.ALTER_CONFIGS, rtype, name or ""):
@@ -321,8 +322,10 @@ def _alter_one(ctx, res, incremental: bool, validate_only: bool) -> None:
         raise ConfigError(ErrorCode.invalid_request, "Default group resources are not allowed.")
     values = _new_values(ctx, res, incremental)
     checked = validate(ctx, rtype, name, values)
-    if not validate_only:
-        apply(ctx, rtype, name, values, checked)
+    if validate_only:
+        return False
+    apply(ctx, rtype, name, values, checked)
+    return True
 
 
 def alter(ctx, req, *, incremental: bool) -> dict:
@@ -330,14 +333,17 @@ def alter(ctx, req, *, incremental: bool) -> dict:
     resources = req.resources or ()
     dup = duplicate_resources(resources)
     out = []
+    changed = False
     for res in resources:
         entry = {"resource_type": res.resource_type, "resource_name": res.resource_name, "error_code": ErrorCode.none, "error_message": None}
         if (res.resource_type, res.resource_name) in dup:
             entry.update(error_code=ErrorCode.invalid_request, error_message="Each resource must appear at most once.")
         else:
             try:
-                _alter_one(ctx, res, incremental, req.validate_only)
+                changed |= _alter_one(ctx, res, incremental, req.validate_only)
             except ConfigError as exc:
                 entry.update(error_code=exc.code, error_message=exc.message)
         out.append(entry)
+    if changed:  # one write of meta.json (temp file, fsync, rename) before the answer, as CreateTopics
+        ctx.cluster._save()
     return {"throttle_time": 0, "responses": out}

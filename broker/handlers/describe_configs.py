@@ -30,6 +30,7 @@ VERSIONS = (1, 4)
 DYNAMIC_TOPIC_CONFIG = TOPIC_CONFIG  # the old name, for the modules that import it
 _INT_TOPIC = frozenset({"segment.bytes", "segment.index.bytes", "index.interval.bytes", "max.message.bytes", "min.insync.replicas",
                         "compression.gzip.level", "compression.lz4.level", "compression.zstd.level"})
+_LISTED_WHEN_SET = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
 _PASSWORDS = frozenset({"ssl.keystore.key", "ssl.key.password", "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
                         "ssl.keystore.password", "ssl.truststore.password"})
 
@@ -147,7 +148,11 @@ def broker_config_entries(ctx, *, synonyms: bool = False) -> list[dict]:
             if s.topic is not None:
                 continue  # the hours/minutes forms: their value is in the .ms setting
             value = computed.get(kafka_name, _format(getattr(cfg, s.key, None)))
+            if kafka_name in _LISTED_WHEN_SET and value in (None, _format(default_of(s))):
+                continue  # not a setting of Kafka's broker but of its authorizer: listed when the configuration has it
             default = _format(default_of(s))
+            if kafka_name == "authorizer.class.name":
+                value, default = value or "", ""  # Kafka's default
             source = STATIC_BROKER_CONFIG if kafka_name in computed or value != default else DEFAULT_CONFIG
             chain = [(kafka_name, value, source)]
             entries[kafka_name] = _entry(kafka_name, value, source, read_only=True, synonyms=chain if synonyms else ())

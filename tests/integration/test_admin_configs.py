@@ -7,6 +7,7 @@ asserts is what Kafka does.
 
 from __future__ import annotations
 
+import time
 import uuid
 import warnings
 
@@ -32,9 +33,15 @@ def _topic(admin, partitions: int = 1, configs: dict | None = None) -> str:
     return name
 
 
-def _describe(admin, kind: str, name: str) -> dict:
-    [fut] = admin.describe_configs([ConfigResource(kind, name)]).values()
-    return fut.result(30)
+def _describe(admin, kind: str, name: str, until=None) -> dict:
+    """The resource's entries; with ``until``, asked again until it holds for them (Kafka's brokers
+    learn of a change from the controller a moment after AlterConfigs is answered)."""
+    deadline = time.monotonic() + 30
+    while True:
+        [fut] = admin.describe_configs([ConfigResource(kind, name)]).values()
+        entries = fut.result(30)
+        if until is None or until(entries) or time.monotonic() > deadline:
+            return entries
 
 
 def _incremental(admin, kind: str, name: str, ops: list[tuple[str, str | None, AlterConfigOpType]], *, validate_only: bool = False):
@@ -62,7 +69,7 @@ def _error(fn, *args, **kw) -> KafkaError:
 def test_alter_configs_replaces_a_topics_values(admin):
     topic = _topic(admin, configs={"retention.ms": "100000"})
     _legacy(admin, "topic", topic, {"max.message.bytes": "2000", "segment.ms": "3600000"})
-    entries = _describe(admin, "topic", topic)
+    entries = _describe(admin, "topic", topic, lambda e: e["max.message.bytes"].value == "2000")
     assert entries["max.message.bytes"].value == "2000" and entries["max.message.bytes"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
     assert entries["segment.ms"].value == "3600000"
     # the legacy API sets the whole set: retention.ms, not named, is back to the default
@@ -72,11 +79,11 @@ def test_alter_configs_replaces_a_topics_values(admin):
 def test_incremental_alter_configs_operations(admin):
     topic = _topic(admin)
     _incremental(admin, "topic", topic, [("retention.ms", "100000", SET), ("cleanup.policy", "compact", APPEND)])
-    entries = _describe(admin, "topic", topic)
+    entries = _describe(admin, "topic", topic, lambda e: e["retention.ms"].value == "100000")
     assert entries["retention.ms"].value == "100000"
     assert set(entries["cleanup.policy"].value.split(",")) == {"compact", "delete"}
     _incremental(admin, "topic", topic, [("cleanup.policy", "delete", SUBTRACT), ("retention.ms", None, DELETE)])
-    entries = _describe(admin, "topic", topic)
+    entries = _describe(admin, "topic", topic, lambda e: e["cleanup.policy"].value == "compact")
     assert entries["cleanup.policy"].value == "compact"
     assert entries["retention.ms"].value == "604800000" and entries["retention.ms"].is_default
     # APPEND to a setting that is not a list
@@ -112,6 +119,7 @@ def test_max_message_bytes_is_honoured_at_once(admin, group_broker):
     p.flush(30)
     assert results == [None]
     _incremental(admin, "topic", topic, [("max.message.bytes", "1000", SET)])
+    _describe(admin, "topic", topic, lambda e: e["max.message.bytes"].value == "1000")
     p.produce(topic, b"x" * 5000, callback=lambda err, msg: results.append(err))
     p.flush(30)
     assert results[1] is not None and results[1].code() == KafkaError.MSG_SIZE_TOO_LARGE
@@ -126,7 +134,7 @@ def test_group_configs(admin):
     assert entries["consumer.session.timeout.ms"].value == "45000"
     assert entries["consumer.session.timeout.ms"].source == ConfigSource.DEFAULT_CONFIG.value
     _incremental(admin, "group", group, [("consumer.session.timeout.ms", "50000", SET), ("consumer.heartbeat.interval.ms", "6000", SET)])
-    entries = _describe(admin, "group", group)
+    entries = _describe(admin, "group", group, lambda e: e["consumer.session.timeout.ms"].value == "50000")
     assert entries["consumer.session.timeout.ms"].value == "50000"
     assert entries["consumer.session.timeout.ms"].source == ConfigSource.GROUP_CONFIG.value
     assert entries["consumer.heartbeat.interval.ms"].value == "6000"
@@ -134,7 +142,7 @@ def test_group_configs(admin):
     for ops in ([("consumer.session.timeout.ms", "1000", SET)], [("consumer.no.such", "1", SET)], [("consumer.heartbeat.interval.ms", "often", SET)]):
         assert _error(_incremental, admin, "group", group, ops).code() == KafkaError.INVALID_CONFIG
     _incremental(admin, "group", group, [("consumer.session.timeout.ms", None, DELETE)])
-    assert _describe(admin, "group", group)["consumer.session.timeout.ms"].value == "45000"
+    assert _describe(admin, "group", group, lambda e: e["consumer.session.timeout.ms"].value == "45000")["consumer.session.timeout.ms"].value == "45000"
 
 
 # ------------------------------------------------------------------ brokers
@@ -143,7 +151,7 @@ def test_group_configs(admin):
 def test_broker_describe_lists_security_settings(admin, group_broker):
     entries = _describe(admin, "broker", "1")
     for name in ("listeners", "advertised.listeners", "listener.security.protocol.map", "sasl.enabled.mechanisms",
-                 "ssl.keystore.type", "ssl.client.auth", "super.users", "authorizer.class.name", "log.retention.ms", "num.partitions"):
+                 "ssl.keystore.type", "ssl.client.auth", "authorizer.class.name", "log.retention.ms", "num.partitions"):
         assert name in entries, name
     assert entries["ssl.key.password"].is_sensitive and entries["ssl.key.password"].value is None
     assert entries["num.partitions"].value == "1"
@@ -153,14 +161,14 @@ def test_broker_dynamic_log_default(admin):
     topic = _topic(admin)
     try:
         _incremental(admin, "broker", "1", [("log.retention.ms", "7200000", SET)])
-        entries = _describe(admin, "broker", "1")
+        entries = _describe(admin, "broker", "1", lambda e: e["log.retention.ms"].value == "7200000")
         assert entries["log.retention.ms"].value == "7200000"
         assert entries["log.retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
-        entry = _describe(admin, "topic", topic)["retention.ms"]
+        entry = _describe(admin, "topic", topic, lambda e: e["retention.ms"].value == "7200000")["retention.ms"]
         assert entry.value == "7200000" and entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
     finally:
         _incremental(admin, "broker", "1", [("log.retention.ms", None, DELETE)])
-    assert _describe(admin, "topic", topic)["retention.ms"].value == "604800000"
+    assert _describe(admin, "topic", topic, lambda e: e["retention.ms"].value == "604800000")["retention.ms"].value == "604800000"
 
 
 # ------------------------------------------------------------------ DeleteRecords

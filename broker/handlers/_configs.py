@@ -88,11 +88,14 @@ def _bounds(name: str, config) -> tuple[int, int]:
 
 def check_group_configs(props: dict[str, str], config) -> None:
     """Kafka's GroupConfig.validate: names, types, the definition's lower bounds, then the
-    broker-level bounds and session > heartbeat; raises ConfigError(INVALID_CONFIG)."""
+    broker-level bounds and session > heartbeat, the values not set taken from the broker
+    (``props`` is the group's whole set); raises ConfigError(INVALID_CONFIG)."""
     for name in props:
         if name not in _INT_GROUP and name not in _STRING_GROUP:
             raise ConfigError(ErrorCode.invalid_config, f"Unknown group config name: {name}")
-    values: dict[str, int] = {name: int(d[0]) for name, d in _INT_GROUP.items()}
+    # the group's values over the broker-level ones, as Kafka 4.x checks them
+    broker_level = group_defaults(config)
+    values: dict[str, int] = {name: int(broker_level[name]) for name in _INT_GROUP}
     for name, raw in props.items():
         if name in _STRING_GROUP:
             allowed = _STRING_GROUP[name][1]

@@ -196,7 +196,7 @@ def _describe(ctx, res, synonyms: bool) -> dict:
     keys = res.configuration_keys
     if keys:
         entries = [e for e in entries if e["name"] in keys]
-    return {**base, "error_code": ErrorCode.none, "configs": entries}
+    return {**base, "error_code": ErrorCode.none, "error_message": "", "configs": entries}  # Kafka's default: ""
 
 
 async def handle(ctx, req):

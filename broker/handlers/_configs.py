@@ -301,6 +301,15 @@ def _preprocess(ctx, res, incremental: bool) -> None:
             if bad:
                 raise ConfigError(ErrorCode.invalid_request, f"Unknown operations type {bad[0]}")
     elif rtype == BROKER_LOGGER and incremental:
+        # Kafka's RuntimeLoggerManager: the cluster authorization, then the node id; kafkalite then refuses
+        if ctx.broker.authorizer is not None and not authorized(ctx, Operation.ALTER_CONFIGS, rtype, res.resource_name or ""):
+            raise ConfigError(ErrorCode.cluster_authorization_failed, _DENIED_MESSAGE[ErrorCode.cluster_authorization_failed])
+        try:
+            node = int(res.resource_name)
+        except ValueError:
+            raise ConfigError(ErrorCode.invalid_request, f"Node id must be an integer, but it is: {res.resource_name}") from None
+        if node != ctx.cluster.node_id:  # (Kafka's message names its own id twice)
+            raise ConfigError(ErrorCode.invalid_request, f"Unexpected node id. Expected {ctx.cluster.node_id}, but received {ctx.cluster.node_id}")
         raise ConfigError(ErrorCode.invalid_request, "kafkalite does not change log levels at run time (BROKER_LOGGER)")
     elif rtype not in (TOPIC, GROUP):
         raise ConfigError(ErrorCode.invalid_request, f"Unknown resource type {rtype}")

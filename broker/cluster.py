@@ -289,7 +289,7 @@ class Cluster:
         # group configs; "" (cluster-wide default) or the node id -> dynamic broker configs
         self.group_configs: dict[str, dict[str, str]] = {}
         self.broker_configs: dict[str, dict[str, str]] = {}
-        self._static_defaults = defaults
+        self.static_defaults = defaults  # the configuration's log defaults; ``defaults`` adds AlterConfigs' dynamic ones
         # serialises CreateTopics / CreatePartitions, as Kafka's controller does
         self.admin_lock = asyncio.Lock()
         self.logs = LogManager(
@@ -400,9 +400,9 @@ class Cluster:
                 if name in dynamic:
                     values[dynamic[name]] = value
         try:
-            return LogConfig.from_kafka(values, self._static_defaults)
+            return LogConfig.from_kafka(values, self.static_defaults)
         except ValueError:
-            return self._static_defaults
+            return self.static_defaults
 
     # ------------------------------------------------------------------ topics
     def check_new_topic(self, name: str, num_partitions: int, configs: dict[str, str] | None = None) -> Topic:

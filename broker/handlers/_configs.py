@@ -11,6 +11,8 @@ each use).
 
 from __future__ import annotations
 
+import functools
+
 from protocol.errors import ErrorCode
 
 from ..security.authorizer import Operation, ResourceType
@@ -128,6 +130,7 @@ def group_config_type(name: str) -> int:
 
 
 # ----------------------------------------------------------------------------- broker
+@functools.cache
 def broker_dynamic_settings() -> dict[str, str]:
     """Kafka broker names kafkalite lets AlterConfigs change at run time -> the topic config
     each one is the broker-wide default of (Kafka's ServerTopicConfigSynonyms)."""
@@ -140,12 +143,13 @@ def broker_dynamic_settings() -> dict[str, str]:
     return out
 
 
-def static_broker_names() -> set[str]:
+@functools.cache
+def static_broker_names() -> frozenset[str]:
     """Kafka names of kafkalite's settings that are not dynamic (Kafka: 'Cannot update these configs dynamically')."""
     from ..config import SETTINGS
 
     dynamic = broker_dynamic_settings()
-    return {name for s in SETTINGS for name in s.kafka if name not in dynamic}
+    return frozenset(name for s in SETTINGS for name in s.kafka if name not in dynamic)
 
 
 def check_broker_name(ctx, name: str) -> None:

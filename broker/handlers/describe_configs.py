@@ -85,7 +85,7 @@ def _topic_synonyms(ctx) -> dict[str, tuple[str, str, bool]]:
     """Topic config -> (its broker setting, the static value, whether the configuration set it)."""
     from ..config import BY_KEY, default_of
 
-    static = ctx.cluster._static_defaults.to_kafka()
+    static = ctx.cluster.static_defaults.to_kafka()
     out = {}
     for broker_name, topic_name in broker_dynamic_settings().items():
         value = static.get(topic_name)

@@ -162,6 +162,16 @@ def broker_config_entries(ctx, *, synonyms: bool = False) -> list[dict]:
     return [entries[name] for name in sorted(entries)]
 
 
+def cluster_default_entries(ctx, *, synonyms: bool = False) -> list[dict]:
+    """The broker resource "": only the cluster-wide values AlterConfigs set, as Kafka answers it."""
+    dynamic = broker_dynamic_settings()
+    out = []
+    for name, value in sorted(ctx.cluster.broker_configs.get("", {}).items()):
+        chain = [(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG)]
+        out.append(_entry(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG, read_only=name not in dynamic, synonyms=chain if synonyms else ()))
+    return out
+
+
 def group_config_entries(ctx, group: str, *, synonyms: bool = False) -> list[dict]:
     overrides = ctx.cluster.group_configs.get(group, {})
     defaults = group_defaults(ctx.config)
@@ -184,7 +194,7 @@ def _describe(ctx, res, synonyms: bool) -> dict:
     elif rtype == BROKER:
         if name not in ("", str(ctx.cluster.node_id)):
             return {**base, "error_code": ErrorCode.invalid_request, "error_message": f"Unexpected broker id, expected {ctx.cluster.node_id} or empty string, but received {name}", "configs": []}
-        entries = broker_config_entries(ctx, synonyms=synonyms)
+        entries = broker_config_entries(ctx, synonyms=synonyms) if name else cluster_default_entries(ctx, synonyms=synonyms)
     elif rtype == BROKER_LOGGER:
         entries = []
     elif rtype == GROUP:

@@ -121,6 +121,23 @@ def group_configs(d: Driver):
     d.obs("describe-empty-name", describe=_describe(d, GROUP, "", None))
 
 
+# -- the broker ----------------------------------------------------------------------------
+
+
+@scenario("configs")
+def broker_cluster_default(d: Driver):
+    """A cluster-wide dynamic broker config: the "" resource lists only those; a static setting is refused."""
+    name = "log.cleaner.delete.retention.ms"
+    try:
+        d.obs("set", r=_incremental(d, [(BROKER, "", [(name, "86400001", SET)])]),
+              describe=_describe_until(d, BROKER, "", [name], {name: "86400001"}))
+        d.obs("node", describe=_describe_until(d, BROKER, "1", [name], {name: "86400001"}))
+    finally:
+        d.obs("delete", r=_incremental(d, [(BROKER, "", [(name, None, DELETE)])]))
+    d.obs("after", describe=_describe_until(d, BROKER, "1", [name], {name: "86400000"}))
+    d.obs("static", r=_incremental(d, [(BROKER, "1", [("node.id", "3", SET)])]))
+
+
 # -- DeleteRecords --------------------------------------------------------------------------
 
 

@@ -156,6 +156,11 @@ def broker_config_entries(ctx, *, synonyms: bool = False) -> list[dict]:
             source = STATIC_BROKER_CONFIG if kafka_name in computed or value != default else DEFAULT_CONFIG
             chain = [(kafka_name, value, source)]
             entries[kafka_name] = _entry(kafka_name, value, source, read_only=True, synonyms=chain if synonyms else ())
+    # names kafkalite does not have that AlterConfigs kept (Kafka lists such custom settings too)
+    cluster = ctx.cluster
+    for name in {*cluster.broker_configs.get("", {}), *cluster.broker_configs.get(str(cluster.node_id), {})} - entries.keys():
+        chain = [c for c in _broker_chain(ctx, name, None, False) if c[2] != DEFAULT_CONFIG]
+        entries[name] = _entry(name, chain[0][1], chain[0][2], synonyms=chain if synonyms else ())
     for name, value in computed.items():
         if name not in entries:
             entries[name] = _entry(name, value, STATIC_BROKER_CONFIG, read_only=True, synonyms=[(name, value, STATIC_BROKER_CONFIG)] if synonyms else ())

@@ -133,7 +133,7 @@ def test_configs_survive_a_restart_and_apply_to_the_logs(tmp_path):
             s = b.server
             assert _codes(await ask(s, 44, 1, _incremental(TOPIC, "t", [("cleanup.policy", "compact", APPEND), ("max.message.bytes", "5000", SET)]))) == [(0, None)]
             assert _codes(await ask(s, 44, 1, _incremental(GROUP, "g", [("consumer.heartbeat.interval.ms", "7000", SET)]))) == [(0, None)]
-            assert _codes(await ask(s, 44, 1, _incremental(BROKER, "", [("log.segment.bytes", "2000000", SET)]))) == [(0, None)]
+            assert _codes(await ask(s, 44, 1, _incremental(BROKER, "", [("log.segment.bytes", "2000000", SET), ("custom.plugin.setting", "x", SET)]))) == [(0, None)]
             # validate_only: checked, not kept
             assert _codes(await ask(s, 44, 1, _incremental(TOPIC, "t", [("retention.ms", "1000", SET)], validate_only=True))) == [(0, None)]
             plog = s.cluster.topics["t"].partitions[1].log
@@ -155,7 +155,7 @@ def test_configs_survive_a_restart_and_apply_to_the_logs(tmp_path):
     assert topic["cleanup.policy"] == ("delete,compact", 1) and topic["max.message.bytes"] == ("5000", 1)
     assert topic["segment.bytes"] == ("2000000", 3) and topic["retention.ms"][1] == 5
     assert group["consumer.heartbeat.interval.ms"] == ("7000", 8) and group["consumer.session.timeout.ms"] == ("45000", 5)
-    assert broker["log.segment.bytes"] == ("2000000", 3)
+    assert broker["log.segment.bytes"] == ("2000000", 3) and broker["custom.plugin.setting"] == ("x", 3)
     assert hb["error_code"] == ErrorCode.none and int(hb["heartbeat_interval"]) == 7000
 
 

@@ -30,6 +30,7 @@ VERSIONS = (1, 4)
 DYNAMIC_TOPIC_CONFIG = TOPIC_CONFIG  # the old name, for the modules that import it
 _INT_TOPIC = frozenset({"segment.bytes", "segment.index.bytes", "index.interval.bytes", "max.message.bytes", "min.insync.replicas",
                         "compression.gzip.level", "compression.lz4.level", "compression.zstd.level"})
+_NULL_DEFAULT = frozenset({"log.retention.ms", "log.roll.ms"})
 _LISTED_WHEN_SET = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
 _PASSWORDS = frozenset({"ssl.keystore.key", "ssl.key.password", "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
                         "ssl.keystore.password", "ssl.truststore.password"})
@@ -68,7 +69,9 @@ def _entry(name: str, value, source: int, *, read_only: bool = False, synonyms=(
 
 
 def _broker_chain(ctx, broker_name: str, static_value, static_set: bool) -> list[tuple[str, str | None, int]]:
-    """(name, value, source) of a broker setting's synonyms, strongest first."""
+    """(name, value, source) of a broker setting's synonyms, strongest first. The .ms forms of
+    retention and roll have no default in Kafka (their value comes from the .hours form, which
+    Kafka's synonym list then leaves out): unset, they have no DEFAULT_CONFIG synonym."""
     cluster = ctx.cluster
     chain = []
     node = cluster.broker_configs.get(str(cluster.node_id), {})
@@ -77,7 +80,8 @@ def _broker_chain(ctx, broker_name: str, static_value, static_set: bool) -> list
     default = cluster.broker_configs.get("", {})
     if broker_name in default:
         chain.append((broker_name, default[broker_name], DYNAMIC_DEFAULT_BROKER_CONFIG))
-    chain.append((broker_name, static_value, STATIC_BROKER_CONFIG if static_set else DEFAULT_CONFIG))
+    if static_set or broker_name not in _NULL_DEFAULT:
+        chain.append((broker_name, static_value, STATIC_BROKER_CONFIG if static_set else DEFAULT_CONFIG))
     return chain
 
 
@@ -143,6 +147,9 @@ def broker_config_entries(ctx, *, synonyms: bool = False) -> list[dict]:
                 topic_name = dynamic[kafka_name]
                 _, static_value, static_set = topic_syn[topic_name]
                 chain = _broker_chain(ctx, kafka_name, static_value, static_set)
+                if not chain:  # log.retention.ms / log.roll.ms, set nowhere: null, as Kafka
+                    entries[kafka_name] = _entry(kafka_name, None, DEFAULT_CONFIG, config_type=LONG)
+                    continue
                 entries[kafka_name] = _entry(kafka_name, effective.get(topic_name), chain[0][2], synonyms=chain if synonyms else ())
                 continue
             if s.topic is not None:

@@ -209,3 +209,20 @@ def elect_leaders(d: Driver):
     d.obs("preferred", r=ask(0))
     d.obs("unclean", r=ask(1))
     d.obs("v0", r=ask(0, 0))
+
+
+@scenario("configs")
+def describe_topic_synonyms(d: Driver):
+    """DescribeConfigs v4 with synonyms: a topic's value set on it, and ones from the broker's defaults."""
+    t = d.create_topic()
+    _incremental(d, [(TOPIC, t, [("retention.ms", "100000", SET)])])
+    keys = ["retention.ms", "segment.ms", "segment.bytes", "cleanup.policy", "max.message.bytes", "compression.type"]
+
+    def shown():
+        r = d.req(DESCRIBE_CONFIGS, 4, {"resources": [{"resource_type": TOPIC, "resource_name": t, "configuration_keys": keys}],
+                                        "include_synonyms": True, "include_documentation": False})
+        [res] = r.results
+        out = {c.name: [c.value, c.config_source, [[s.name, s.value, s.source] for s in c.synonyms]] for c in res.configs}
+        return out if out.get("retention.ms", [None])[0] == "100000" else None
+
+    d.obs("synonyms", configs=d.until(shown, what="the topic's configs"))

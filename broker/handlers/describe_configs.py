@@ -14,6 +14,8 @@ Sources and synonyms as Kafka 4.x's ConfigHelper:
   answered, existing or not, as Kafka does.
 """
 
+import functools
+
 from protocol.errors import ErrorCode
 
 from ..security.authorizer import Operation
@@ -87,15 +89,20 @@ def _broker_chain(ctx, broker_name: str, static_value, static_set: bool) -> list
 
 def _topic_synonyms(ctx) -> dict[str, tuple[str, str, bool]]:
     """Topic config -> (its broker setting, the static value, whether the configuration set it)."""
-    from ..config import BY_KEY, default_of
-
     static = ctx.cluster.static_defaults.to_kafka()
+    return {topic_name: (broker_name, static.get(topic_name), static.get(topic_name) != default)
+            for broker_name, (topic_name, default) in _broker_defaults().items()}
+
+
+@functools.cache
+def _broker_defaults() -> dict[str, tuple[str, str | None]]:
+    """Broker setting of a topic default -> (the topic config, kafkalite's default as a string)."""
+    from ..config import default_of, lookup
+
     out = {}
     for broker_name, topic_name in broker_dynamic_settings().items():
-        value = static.get(topic_name)
-        s = next((s for s in BY_KEY.values() if broker_name in s.kafka), None)
-        default = str(default_of(s)) if s is not None and default_of(s) is not None else None
-        out[topic_name] = (broker_name, value, value != default)
+        default = default_of(lookup(broker_name))
+        out[broker_name] = (topic_name, None if default is None else str(default))
     return out
 
 

@@ -296,3 +296,31 @@ def test_authorized_operations_are_filled_without_an_authorizer():
     assert topic_ops == sum(1 << op for op in (Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.ALTER, Op.DESCRIBE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS))
     assert group_ops == sum(1 << op for op in (Op.READ, Op.DELETE, Op.DESCRIBE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS))
 
+
+
+def test_altered_cleanup_policy_and_retention_drive_maintenance():
+    """cleanup.policy switched to compact makes the next maintenance pass compact the log; retention.ms
+    set low makes it delete old segments (Kafka's log.retention.check.interval.ms aside)."""
+    async def go():
+        from broker.testing import Broker
+
+        async with Broker() as b:
+            s = b.server
+            await b.create_topic("t", 1, {"segment.bytes": "200"})
+            body = {"acks": -1, "timeout": 5000, "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": _batch(3)}]}]}
+            for _ in range(6):
+                await ask(s, 0, 9, body)
+            plog = s.cluster.topics["t"].partitions[0].log
+            before = plog.size_bytes
+            ops = [("cleanup.policy", "compact", SET), ("min.cleanable.dirty.ratio", "0.01", SET)]
+            assert _codes(await ask(s, 44, 1, _incremental(TOPIC, "t", ops))) == [(0, None)]
+            s.cluster.logs.run_maintenance_once()
+            compacted = plog.size_bytes
+            ops = [("cleanup.policy", "delete", SET), ("retention.ms", "1", SET)]
+            assert _codes(await ask(s, 44, 1, _incremental(TOPIC, "t", ops))) == [(0, None)]
+            s.cluster.logs.run_maintenance_once(now_ms=int(time.time() * 1000) + 60_000)
+            return before, compacted, plog.log_start_offset, plog.log_end_offset
+
+    before, compacted, start, end = run(go())
+    assert compacted < before  # the same key over and over: compaction keeps the last ones
+    assert start == end == 18  # retention deleted every segment, the active one too (rolled)

@@ -251,7 +251,8 @@ def apply(ctx, rtype: int, name: str, props: dict[str, str], checked) -> None:
 
 
 # ----------------------------------------------------------------------------- the alter APIs
-_DENIED_MESSAGE = {
+# Kafka's default messages of the refusals (Errors.message()), which its config APIs send
+DENIED_MESSAGE = {
     ErrorCode.topic_authorization_failed: "Topic authorization failed.",
     ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
     ErrorCode.group_authorization_failed: "Group authorization failed.",
@@ -307,7 +308,7 @@ def _preprocess(ctx, res, incremental: bool) -> None:
     elif rtype == BROKER_LOGGER and incremental:
         # Kafka's RuntimeLoggerManager: the cluster authorization, then the node id; kafkalite then refuses
         if ctx.broker.authorizer is not None and not authorized(ctx, Operation.ALTER_CONFIGS, rtype, res.resource_name or ""):
-            raise ConfigError(ErrorCode.cluster_authorization_failed, _DENIED_MESSAGE[ErrorCode.cluster_authorization_failed])
+            raise ConfigError(ErrorCode.cluster_authorization_failed, DENIED_MESSAGE[ErrorCode.cluster_authorization_failed])
         try:
             node = int(res.resource_name)
         except ValueError:
@@ -325,7 +326,7 @@ def _alter_one(ctx, res, incremental: bool, validate_only: bool) -> bool:
     _preprocess(ctx, res, incremental)
     if ctx.broker.authorizer is not None and not authorized(ctx, Operation.ALTER_CONFIGS, rtype, name or ""):
         code = AUTH[rtype][1]
-        raise ConfigError(code, _DENIED_MESSAGE[code])
+        raise ConfigError(code, DENIED_MESSAGE[code])
     if rtype == TOPIC:
         if name == "":
             raise ConfigError(ErrorCode.invalid_request, "Default topic resources are not allowed.")

@@ -22,7 +22,7 @@ from ..security.authorizer import Operation
 from ._configs import (
     AUTH, BOOLEAN, BROKER, BROKER_LOGGER, DEFAULT_CONFIG, DOUBLE, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
     GROUP, GROUP_CONFIG, GROUP_CONFIG_NAMES, INT, LIST, LONG, PASSWORD, STATIC_BROKER_CONFIG, STRING, TOPIC, TOPIC_CONFIG,
-    authorized, broker_dynamic_settings, group_config_type, group_defaults,
+    DENIED_MESSAGE, authorized, broker_dynamic_settings, group_config_type, group_defaults,
 )
 
 API_KEY = 32
@@ -238,7 +238,7 @@ async def handle(ctx, req):
             if not authorized(ctx, Operation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name or ""):
                 code = AUTH[res.resource_type][1]
                 denied.append({"resource_type": res.resource_type, "resource_name": res.resource_name, "error_code": code,
-                               "error_message": None, "configs": []})
+                               "error_message": DENIED_MESSAGE[code], "configs": []})
                 continue
         results.append(_describe(ctx, res, synonyms))
     return {"throttle_time": 0, "results": results + denied}

@@ -285,6 +285,11 @@ class Cluster:
         self.metadata = MetadataView()
         # names of topics being created off the loop (create_topic_async): taken, not yet served
         self.creating: set[str] = set()
+        # AlterConfigs' other resources (broker/handlers/_configs.py), kept in meta.json: group id ->
+        # group configs; "" (cluster-wide default) or the node id -> dynamic broker configs
+        self.group_configs: dict[str, dict[str, str]] = {}
+        self.broker_configs: dict[str, dict[str, str]] = {}
+        self.static_defaults = defaults  # the configuration's log defaults; ``defaults`` adds AlterConfigs' dynamic ones
         # serialises CreateTopics / CreatePartitions, as Kafka's controller does
         self.admin_lock = asyncio.Lock()
         self.logs = LogManager(
@@ -300,6 +305,14 @@ class Cluster:
         # every start skips to a fresh block, so a pid is never handed out twice
         self._next_pid = meta.get("producer_id_limit", 0)
         self._pid_limit = self._next_pid
+        self.group_configs.clear()  # updated in place: the coordinator's GroupConfig holds this dict
+        self.group_configs.update({g: dict(c) for g, c in meta.get("group_configs", {}).items()})
+        self.broker_configs = {b: dict(c) for b, c in meta.get("broker_configs", {}).items()}
+        if self.broker_configs:
+            from .handlers._configs import broker_dynamic_settings
+
+            self.defaults = self._dynamic_defaults(broker_dynamic_settings())
+            self.logs.default_config = self.defaults
         for name, t in meta.get("topics", {}).items():
             cfg = LogConfig.from_kafka(t.get("configs", {}), self.defaults)
             topic = Topic(name, uuid.UUID(t["id"]), dict(t.get("configs", {})), cfg, [])
@@ -325,6 +338,10 @@ class Cluster:
                 for t in self.topics.values()
             },
         }
+        if self.group_configs:
+            meta["group_configs"] = self.group_configs
+        if self.broker_configs:
+            meta["broker_configs"] = self.broker_configs
         path = self.data_dir / "meta.json"
         tmp = path.with_suffix(".json.tmp")
         with open(tmp, "w") as f:
@@ -333,6 +350,59 @@ class Cluster:
             os.fsync(f.fileno())
         os.replace(tmp, path)
         _fsync_dir(self.data_dir)
+
+    # ------------------------------------------------------------------ configs (AlterConfigs)
+    def set_topic_overrides(self, topic: Topic, overrides: dict[str, str], config: LogConfig, *, save: bool = True) -> None:
+        """Replace a topic's overrides; its logs take the new config at once (``max.message.bytes``
+        on the next append, ``segment.*`` on the next roll, retention and ``cleanup.policy`` on the
+        next maintenance pass)."""
+        topic.overrides = dict(overrides)
+        topic.config = config
+        for part in topic.partitions:
+            part.log.update_config(config)
+        if save:
+            self._save()
+        log.info("topic configs altered", topic=topic.name, configs=topic.overrides or None)
+
+    def set_group_configs(self, group: str, configs: dict[str, str], *, save: bool = True) -> None:
+        if configs:
+            self.group_configs[group] = dict(configs)
+        else:
+            self.group_configs.pop(group, None)
+        if save:
+            self._save()
+
+    def set_broker_configs(self, name: str, configs: dict[str, str], dynamic: dict[str, str], *, save: bool = True) -> None:
+        """Replace the dynamic broker configs of ``name`` ("" for the cluster-wide default); the log
+        defaults among them apply to every topic at once, under its own overrides."""
+        if configs:
+            self.broker_configs[name] = dict(configs)
+        else:
+            self.broker_configs.pop(name, None)
+        self.defaults = self._dynamic_defaults(dynamic)
+        self.logs.default_config = self.defaults
+        for topic in self.topics.values():
+            try:
+                cfg = LogConfig.from_kafka(topic.overrides, self.defaults)
+            except ValueError:
+                continue
+            topic.config = cfg
+            for part in topic.partitions:
+                part.log.update_config(cfg)
+        if save:
+            self._save()
+
+    def _dynamic_defaults(self, dynamic: dict[str, str]) -> LogConfig:
+        """The static log defaults under the cluster-wide dynamic ones, under this node's (Kafka's order)."""
+        values: dict[str, str] = {}
+        for key in ("", str(self.node_id)):
+            for name, value in self.broker_configs.get(key, {}).items():
+                if name in dynamic:
+                    values[dynamic[name]] = value
+        try:
+            return LogConfig.from_kafka(values, self.static_defaults)
+        except ValueError:
+            return self.static_defaults
 
     # ------------------------------------------------------------------ topics
     def check_new_topic(self, name: str, num_partitions: int, configs: dict[str, str] | None = None) -> Topic:

@@ -131,7 +131,9 @@ class Broker:
             maintenance_interval_s=config.maintenance_interval_ms / 1000,
             retention_check_interval_ms=config.log_retention_check_interval_ms,
         )
-        self.coordinator = GroupCoordinator(self.cluster, config.group_config(), fsync_always=config.fsync == "always")
+        group_config = config.group_config()
+        group_config.group_overrides = self.cluster.group_configs  # AlterConfigs' per-group configs, read on each use
+        self.coordinator = GroupCoordinator(self.cluster, group_config, fsync_always=config.fsync == "always")
         self.transactions = TransactionCoordinator(
             self.cluster, self.coordinator, config.txn_config(), num_partitions=config.transaction_state_log_num_partitions,
             fsync_always=config.fsync == "always",

@@ -35,6 +35,19 @@ class GroupConfig:
     group_consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
     group_consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy
+    # per-group configs set by AlterConfigs (KIP-848): group id -> {Kafka group config name: value};
+    # the cluster's dict itself (Cluster.group_configs), so a change applies at the next heartbeat
+    group_overrides: dict = field(default_factory=dict, repr=False)
+
+    def consumer_session_timeout_ms(self, group_id: str) -> int:
+        """``consumer.session.timeout.ms`` of the group, else group.consumer.session.timeout.ms."""
+        value = self.group_overrides.get(group_id, {}).get("consumer.session.timeout.ms") if self.group_overrides else None
+        return int(value) if value is not None else self.group_consumer_session_timeout_ms
+
+    def consumer_heartbeat_interval_ms(self, group_id: str) -> int:
+        """``consumer.heartbeat.interval.ms`` of the group, else group.consumer.heartbeat.interval.ms."""
+        value = self.group_overrides.get(group_id, {}).get("consumer.heartbeat.interval.ms") if self.group_overrides else None
+        return int(value) if value is not None else self.group_consumer_heartbeat_interval_ms
 
 
 @dataclass

@@ -247,14 +247,14 @@ class ConsumerGroups:
             "assignment": None,
         }
         changed = member.assigned != old_assigned
-        resend = self._resend_assignment(member, p, changed)  # first: it notes a changed assignment
+        resend = self._resend_assignment(group.group_id, member, p, changed)  # first: it notes a changed assignment
         if p.member_epoch == 0 or full or changed or resend:
             response["assignment"] = {"topic_partitions": [{"topic_id": tid, "partitions": sorted(parts)} for tid, parts in member.assigned.items() if parts]}
         if changed or (member.member_epoch != before_epoch and not (before_state == STABLE == member.state and before_epoch > 0)):
             self._note_member(group, member, old_assigned)
         return response
 
-    def _resend_assignment(self, member: ConsumerMember, p: HeartbeatParams, changed: bool) -> bool:
+    def _resend_assignment(self, group_id: str, member: ConsumerMember, p: HeartbeatParams, changed: bool) -> bool:
         """With the pending interval on, whether this answer repeats an assignment the member may not have.
 
         librdkafka gives a ConsumerGroupHeartbeat request no longer than the heartbeat interval,
@@ -267,7 +267,7 @@ class ConsumerGroups:
         reconciles) or for one session timeout at most. Clients ignore an assignment equal to the
         one they already have. With the lever off this never happens, as on Kafka."""
         config = self.config
-        if config.group_consumer_pending_heartbeat_interval_ms >= config.group_consumer_heartbeat_interval_ms:
+        if config.group_consumer_pending_heartbeat_interval_ms >= config.consumer_heartbeat_interval_ms(group_id):
             return False
         now = self.now()
         if changed:
@@ -276,7 +276,7 @@ class ConsumerGroups:
         since = member.unconfirmed_since_ms
         if since is None:
             return False
-        if (p.owned is not None and _same_assignment(p.owned, member.assigned)) or now - since > config.group_consumer_session_timeout_ms:
+        if (p.owned is not None and _same_assignment(p.owned, member.assigned)) or now - since > config.consumer_session_timeout_ms(group_id):
             member.unconfirmed_since_ms = None
             return False
         return True
@@ -287,7 +287,7 @@ class ConsumerGroups:
         waiting a whole interval. The group's waiting members together heartbeat at most
         ``PENDING_HEARTBEATS_PER_S`` times a second on the shorter interval (a big group rebalancing
         at once stays on the plain interval)."""
-        plain = self.config.group_consumer_heartbeat_interval_ms
+        plain = self.config.consumer_heartbeat_interval_ms(group.group_id)
         short = self.config.group_consumer_pending_heartbeat_interval_ms
         if member.state == STABLE or short >= plain:
             return plain
@@ -496,7 +496,7 @@ class ConsumerGroups:
     def schedule_session(self, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int | None = None) -> None:
         gid, mid = group.group_id, member.member_id
         if timeout_ms is None:
-            timeout_ms = member.classic.session_timeout_ms if member.classic is not None else self.config.group_consumer_session_timeout_ms
+            timeout_ms = member.classic.session_timeout_ms if member.classic is not None else self.config.consumer_session_timeout_ms(gid)
         self.timers.schedule(_session_key(gid, mid), timeout_ms, lambda: self._expire(gid, mid, "session timeout expired"))
 
     def _expire(self, group_id: str, member_id: str, reason: str, epoch: int | None = None) -> list:

@@ -59,6 +59,11 @@ _TABLE = (
     ("describe_acls", 29, "DescribeAcls", (1, 3)),
     ("create_acls", 30, "CreateAcls", (1, 3)),
     ("delete_acls", 31, "DeleteAcls", (1, 3)),
+    ("delete_records", 21, "DeleteRecords", (0, 2)),
+    ("alter_configs", 33, "AlterConfigs", (0, 2)),
+    ("incremental_alter_configs", 44, "IncrementalAlterConfigs", (0, 1)),
+    ("describe_log_dirs", 35, "DescribeLogDirs", (1, 4)),
+    ("elect_leaders", 43, "ElectLeaders", (0, 2)),
 )
 _MODULES = tuple(row[0] for row in _TABLE)
 

@@ -1,32 +1,52 @@
-"""DescribeConfigs (32), v1-4: topic (2), broker (4) and broker-logger (8) resources.
+"""DescribeConfigs (32), v1-4: topic (2), broker (4), broker-logger (8) and group (32) resources.
 
-Topic configs list every log setting: those set on the topic come from
-DYNAMIC_TOPIC_CONFIG, the rest from the broker's defaults
-(DEFAULT_CONFIG). Broker configs are the broker's own settings, read-only.
+Sources and synonyms as Kafka 4.x's ConfigHelper:
+
+- a topic lists every log setting: one set on the topic is TOPIC_CONFIG, else the
+  broker-wide value (DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG when
+  AlterConfigs set it on the broker, STATIC_BROKER_CONFIG when the configuration
+  did, else DEFAULT_CONFIG); the synonyms are that chain, strongest first;
+- a broker lists kafkalite's settings under their Kafka names, the same way;
+  secrets (PASSWORD settings such as ``ssl.keystore.key``) are null and sensitive;
+  only the log defaults are dynamic (not read-only);
+- a group lists Kafka's group configs: GROUP_CONFIG where AlterConfigs set one,
+  else DEFAULT_CONFIG with the broker-level value; any group name but "" is
+  answered, existing or not, as Kafka does.
 """
+
+import functools
 
 from protocol.errors import ErrorCode
 
-from ..security.authorizer import Operation, ResourceType
+from ..security.authorizer import Operation
+from ._configs import (
+    AUTH, BOOLEAN, BROKER, BROKER_LOGGER, DEFAULT_CONFIG, DOUBLE, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+    GROUP, GROUP_CONFIG, GROUP_CONFIG_NAMES, INT, LIST, LONG, PASSWORD, STATIC_BROKER_CONFIG, STRING, TOPIC, TOPIC_CONFIG,
+    DENIED_MESSAGE, authorized, broker_dynamic_settings, group_config_type, group_defaults,
+)
 
 API_KEY = 32
 NAME = "DescribeConfigs"
 VERSIONS = (1, 4)
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
-_AUTH = {
-    TOPIC: (ResourceType.TOPIC, ErrorCode.topic_authorization_failed),
-    BROKER: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed),
-    BROKER_LOGGER: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed),
-}
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
-# ConfigType
-BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
+DYNAMIC_TOPIC_CONFIG = TOPIC_CONFIG  # the old name, for the modules that import it
+_INT_TOPIC = frozenset({"segment.bytes", "segment.index.bytes", "index.interval.bytes", "max.message.bytes", "min.insync.replicas",
+                        "compression.gzip.level", "compression.lz4.level", "compression.zstd.level"})
+_NULL_DEFAULT = frozenset({"log.retention.ms", "log.roll.ms"})
+_LISTED_WHEN_SET = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
+_PASSWORDS = frozenset({"ssl.keystore.key", "ssl.key.password", "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
+                        "ssl.keystore.password", "ssl.truststore.password"})
 
 
 def _type_of(name: str, value: str | None) -> int:
-    if name == "cleanup.policy":
+    if name in _PASSWORDS:
+        return PASSWORD
+    if name in ("cleanup.policy", "log.cleanup.policy", "follower.replication.throttled.replicas", "leader.replication.throttled.replicas"):
         return LIST
+    if name in _INT_TOPIC:
+        return INT
+    if name in ("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio"):
+        return DOUBLE
     if value in ("true", "false"):
         return BOOLEAN
     try:
@@ -36,76 +56,189 @@ def _type_of(name: str, value: str | None) -> int:
     return LONG
 
 
-def _entry(name: str, value, source: int, *, read_only: bool = False) -> dict:
+def _entry(name: str, value, source: int, *, read_only: bool = False, synonyms=(), config_type: int | None = None) -> dict:
+    sensitive = name in _PASSWORDS
     return {
         "name": name,
-        "value": value,
+        "value": None if sensitive else value,
         "read_only": read_only,
         "config_source": source,
-        "is_sensitive": False,
-        "synonyms": [],
-        "config_type": _type_of(name, value),
+        "is_sensitive": sensitive,
+        "synonyms": [{"name": n, "value": None if sensitive else v, "source": s} for n, v, s in synonyms],
+        "config_type": config_type if config_type is not None else _type_of(name, value),
         "documentation": None,
     }
 
 
-def topic_config_entries(ctx, overrides: dict[str, str], config) -> list[dict]:
-    return [
-        _entry(name, value, DYNAMIC_TOPIC_CONFIG if name in overrides else DEFAULT_CONFIG)
-        for name, value in sorted(config.to_kafka().items())
-    ]
+def _broker_chain(ctx, broker_name: str, static_value, static_set: bool) -> list[tuple[str, str | None, int]]:
+    """(name, value, source) of a broker setting's synonyms, strongest first. The .ms forms of
+    retention and roll have no default in Kafka (their value comes from the .hours form, which
+    Kafka's synonym list then leaves out): unset, they have no DEFAULT_CONFIG synonym."""
+    cluster = ctx.cluster
+    chain = []
+    node = cluster.broker_configs.get(str(cluster.node_id), {})
+    if broker_name in node:
+        chain.append((broker_name, node[broker_name], DYNAMIC_BROKER_CONFIG))
+    default = cluster.broker_configs.get("", {})
+    if broker_name in default:
+        chain.append((broker_name, default[broker_name], DYNAMIC_DEFAULT_BROKER_CONFIG))
+    if static_set or broker_name not in _NULL_DEFAULT:
+        chain.append((broker_name, static_value, STATIC_BROKER_CONFIG if static_set else DEFAULT_CONFIG))
+    return chain
 
 
-def broker_config_entries(ctx) -> list[dict]:
+def _topic_synonyms(ctx) -> dict[str, tuple[str, str, bool]]:
+    """Topic config -> (its broker setting, the static value, whether the configuration set it)."""
+    static = ctx.cluster.static_defaults.to_kafka()
+    return {topic_name: (broker_name, static.get(topic_name), static.get(topic_name) != default)
+            for broker_name, (topic_name, default) in _broker_defaults().items()}
+
+
+@functools.cache
+def _broker_defaults() -> dict[str, tuple[str, str | None]]:
+    """Broker setting of a topic default -> (the topic config, kafkalite's default as a string)."""
+    from ..config import default_of, lookup
+
+    out = {}
+    for broker_name, topic_name in broker_dynamic_settings().items():
+        default = default_of(lookup(broker_name))
+        out[broker_name] = (topic_name, None if default is None else str(default))
+    return out
+
+
+def topic_config_entries(ctx, overrides: dict[str, str], config, *, synonyms: bool = False) -> list[dict]:
+    known = _topic_synonyms(ctx)
+    entries = []
+    for name, value in sorted(config.to_kafka().items()):
+        chain = []
+        if name in overrides:  # shown as set, as Kafka keeps the string ("delete,compact" after an APPEND)
+            value = overrides[name] if overrides[name] is not None else value
+            chain.append((name, value, TOPIC_CONFIG))
+        if name in known:
+            broker_name, static_value, static_set = known[name]
+            chain += _broker_chain(ctx, broker_name, static_value, static_set)
+        source = chain[0][2] if chain else DEFAULT_CONFIG
+        entries.append(_entry(name, value, source, synonyms=chain if synonyms else (), config_type=_type_of(name, value)))
+    return entries
+
+
+def _format(value) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def broker_config_entries(ctx, *, synonyms: bool = False) -> list[dict]:
+    from ..config import SETTINGS, default_of
+
     cfg = ctx.config
     listeners, advertised = ctx.broker.kafka_listeners()
-    static = {
-        "node.id": str(cfg.node_id),
-        "broker.id": str(cfg.node_id),
+    computed = {
         "listeners": listeners,
         "advertised.listeners": advertised,
         "log.dirs": str(cfg.data_dir),
-        "num.partitions": str(cfg.num_partitions),
-        "auto.create.topics.enable": "true" if cfg.auto_create_topics else "false",
         "default.replication.factor": "1",
-        "socket.request.max.bytes": str(cfg.max_frame_bytes),
         "log.flush.policy": cfg.fsync,
     }
-    entries = [_entry(k, v, STATIC_BROKER_CONFIG, read_only=True) for k, v in sorted(static.items())]
-    for name, value in sorted(ctx.cluster.defaults.to_kafka().items()):
-        entries.append(_entry(f"log.{name}" if not name.startswith("log.") else name, value, DEFAULT_CONFIG, read_only=True))
-    return entries
+    dynamic = broker_dynamic_settings()
+    effective = ctx.cluster.defaults.to_kafka()
+    topic_syn = _topic_synonyms(ctx)
+    entries = {}
+    for s in SETTINGS:
+        for kafka_name in s.kafka:
+            if kafka_name in dynamic:
+                topic_name = dynamic[kafka_name]
+                _, static_value, static_set = topic_syn[topic_name]
+                chain = _broker_chain(ctx, kafka_name, static_value, static_set)
+                if not chain:  # log.retention.ms / log.roll.ms, set nowhere: null, as Kafka
+                    entries[kafka_name] = _entry(kafka_name, None, DEFAULT_CONFIG, config_type=LONG)
+                    continue
+                entries[kafka_name] = _entry(kafka_name, effective.get(topic_name), chain[0][2], synonyms=chain if synonyms else ())
+                continue
+            if s.topic is not None:
+                continue  # the hours/minutes forms: their value is in the .ms setting
+            value = computed.get(kafka_name, _format(getattr(cfg, s.key, None)))
+            if kafka_name in _LISTED_WHEN_SET and value in (None, _format(default_of(s))):
+                continue  # not a setting of Kafka's broker but of its authorizer: listed when the configuration has it
+            default = _format(default_of(s))
+            if kafka_name == "authorizer.class.name":
+                value, default = value or "", ""  # Kafka's default
+            source = STATIC_BROKER_CONFIG if kafka_name in computed or value != default else DEFAULT_CONFIG
+            chain = [(kafka_name, value, source)]
+            entries[kafka_name] = _entry(kafka_name, value, source, read_only=True, synonyms=chain if synonyms else ())
+    # names kafkalite does not have that AlterConfigs kept (Kafka lists such custom settings too)
+    cluster = ctx.cluster
+    for name in {*cluster.broker_configs.get("", {}), *cluster.broker_configs.get(str(cluster.node_id), {})} - entries.keys():
+        chain = [c for c in _broker_chain(ctx, name, None, False) if c[2] != DEFAULT_CONFIG]
+        entries[name] = _entry(name, chain[0][1], chain[0][2], synonyms=chain if synonyms else ())
+    for name, value in computed.items():
+        if name not in entries:
+            entries[name] = _entry(name, value, STATIC_BROKER_CONFIG, read_only=True, synonyms=[(name, value, STATIC_BROKER_CONFIG)] if synonyms else ())
+    return [entries[name] for name in sorted(entries)]
+
+
+def cluster_default_entries(ctx, *, synonyms: bool = False) -> list[dict]:
+    """The broker resource "": only the cluster-wide values AlterConfigs set, as Kafka answers it."""
+    dynamic = broker_dynamic_settings()
+    out = []
+    for name, value in sorted(ctx.cluster.broker_configs.get("", {}).items()):
+        chain = [(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG)]
+        out.append(_entry(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG, read_only=name not in dynamic, synonyms=chain if synonyms else ()))
+    return out
+
+
+def group_config_entries(ctx, group: str, *, synonyms: bool = False) -> list[dict]:
+    overrides = ctx.cluster.group_configs.get(group, {})
+    defaults = group_defaults(ctx.config)
+    out = []
+    for name in GROUP_CONFIG_NAMES:
+        value = overrides.get(name, defaults[name])
+        source = GROUP_CONFIG if name in overrides else DEFAULT_CONFIG
+        out.append(_entry(name, value, source, synonyms=[(name, value, source)] if synonyms else (), config_type=group_config_type(name)))
+    return out
+
+
+def _describe(ctx, res, synonyms: bool) -> dict:
+    base = {"resource_type": res.resource_type, "resource_name": res.resource_name, "error_message": None}
+    rtype, name = res.resource_type, res.resource_name
+    if rtype == TOPIC:
+        topic = ctx.cluster.topics.get(name)
+        if topic is None:
+            return {**base, "error_code": ErrorCode.unknown_topic_or_partition, "error_message": f"Topic '{name}' does not exist.", "configs": []}
+        entries = topic_config_entries(ctx, topic.overrides, topic.config, synonyms=synonyms)
+    elif rtype == BROKER:
+        if name not in ("", str(ctx.cluster.node_id)):
+            return {**base, "error_code": ErrorCode.invalid_request, "error_message": f"Unexpected broker id, expected {ctx.cluster.node_id} or empty string, but received {name}", "configs": []}
+        entries = broker_config_entries(ctx, synonyms=synonyms) if name else cluster_default_entries(ctx, synonyms=synonyms)
+    elif rtype == BROKER_LOGGER:
+        entries = []
+    elif rtype == GROUP:
+        if not name:
+            return {**base, "error_code": ErrorCode.invalid_request, "error_message": "Group name must not be empty", "configs": []}
+        entries = group_config_entries(ctx, name, synonyms=synonyms)
+    else:
+        return {**base, "error_code": ErrorCode.invalid_request, "error_message": f"Unsupported resource type {rtype}", "configs": []}
+    keys = res.configuration_keys
+    if keys:
+        entries = [e for e in entries if e["name"] in keys]
+    return {**base, "error_code": ErrorCode.none, "error_message": "", "configs": entries}  # Kafka's default: ""
 
 
 async def handle(ctx, req):
     results = []
     denied = []
     authz = ctx.broker.authorizer
+    synonyms = bool(getattr(req, "include_synonyms", False))
     for res in req.resources or ():
-        base = {"resource_type": res.resource_type, "resource_name": res.resource_name, "error_message": None}
-        if authz is not None and res.resource_type in _AUTH:  # as Kafka's ConfigHelper: the refused ones answered last
-            rtype, code = _AUTH[res.resource_type]
-            if not ctx.allowed(Operation.DESCRIBE_CONFIGS, rtype, "kafka-cluster" if rtype == ResourceType.CLUSTER else res.resource_name):
-                denied.append({**base, "error_code": code, "configs": []})
+        if authz is not None and res.resource_type in AUTH:  # as Kafka's ConfigHelper: the refused ones answered last
+            if not authorized(ctx, Operation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name or ""):
+                code = AUTH[res.resource_type][1]
+                denied.append({"resource_type": res.resource_type, "resource_name": res.resource_name, "error_code": code,
+                               "error_message": DENIED_MESSAGE[code], "configs": []})
                 continue
-        if res.resource_type == TOPIC:
-            topic = ctx.cluster.topics.get(res.resource_name)
-            if topic is None:
-                results.append({**base, "error_code": ErrorCode.unknown_topic_or_partition, "error_message": f"Topic '{res.resource_name}' does not exist.", "configs": []})
-                continue
-            entries = topic_config_entries(ctx, topic.overrides, topic.config)
-        elif res.resource_type == BROKER:
-            if res.resource_name not in ("", str(ctx.cluster.node_id)):
-                results.append({**base, "error_code": ErrorCode.invalid_request, "error_message": f"Unexpected broker id, expected {ctx.cluster.node_id} or empty string, but received {res.resource_name}", "configs": []})
-                continue
-            entries = broker_config_entries(ctx)
-        elif res.resource_type == BROKER_LOGGER:
-            entries = []
-        else:
-            results.append({**base, "error_code": ErrorCode.invalid_request, "error_message": f"Unsupported resource type {res.resource_type}", "configs": []})
-            continue
-        keys = res.configuration_keys
-        if keys:
-            entries = [e for e in entries if e["name"] in keys]
-        results.append({**base, "error_code": ErrorCode.none, "configs": entries})
+        results.append(_describe(ctx, res, synonyms))
     return {"throttle_time": 0, "results": results + denied}

@@ -36,6 +36,7 @@ AREAS = {
     "kip848": "KIP-848 ConsumerGroupHeartbeat / ConsumerGroupDescribe",
     "data": "Produce / Fetch / ListOffsets / versions / unknown topics",
     "sasl": "SaslHandshake / SaslAuthenticate on a PLAINTEXT listener, SCRAM credentials, ACL APIs without an authorizer",
+    "configs": "AlterConfigs / IncrementalAlterConfigs / DescribeConfigs (topics, groups) / DeleteRecords / DescribeLogDirs / ElectLeaders",
 }
 
 
@@ -52,7 +53,7 @@ def scenario(area: str):
 
 
 def load_all() -> dict[str, Scenario]:
-    from .scenarios import admin, classic, commit, data, fetch, kip848, sasl, static, txn  # noqa: F401 - registration
+    from .scenarios import admin, classic, commit, configs, data, fetch, kip848, sasl, static, txn  # noqa: F401 - registration
 
     return SCENARIOS
 

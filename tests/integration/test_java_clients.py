@@ -299,6 +299,37 @@ def test_java_admin_describe_list_alter_delete(broker):
 
 
 
+def test_java_admin_configs_delete_records_log_dirs_elect(broker):
+    """The Java AdminClient's incrementalAlterConfigs, describeConfigs (topic, group), deleteRecords,
+    describeLogDirs and electLeaders."""
+    topic, group = unique("tjcfg"), unique("gjcfg")
+    create_topic(broker, topic, 2)
+    produce(broker, topic, 10, 1)
+    assert admin(broker, "alter-configs", "topic", topic, "retention.ms=3600000", "max.message.bytes=2000")["event"] == "result"
+    assert admin(broker, "alter-configs", "group", group, "consumer.session.timeout.ms=50000")["event"] == "result"
+    wait_for("the topic's configs to be described", lambda: admin(broker, "describe-configs", "topic", topic)["configs"]["retention.ms"]["value"] == "3600000")
+    configs = admin(broker, "describe-configs", "topic", topic)["configs"]
+    assert configs["retention.ms"]["source"] == "DYNAMIC_TOPIC_CONFIG" and configs["max.message.bytes"]["value"] == "2000"
+    wait_for("the group's configs to be described",
+             lambda: admin(broker, "describe-configs", "group", group)["configs"]["consumer.session.timeout.ms"]["value"] == "50000")
+    assert admin(broker, "describe-configs", "group", group)["configs"]["consumer.session.timeout.ms"]["source"] == "DYNAMIC_GROUP_CONFIG"
+    r = admin(broker, "alter-configs", "group", group, "consumer.session.timeout.ms=1")
+    assert r["event"] == "error" and r["error"] == "InvalidConfigurationException", r
+
+    r = admin(broker, "delete-records", f"{topic}:0=4")
+    assert r["partitions"] == {f"{topic}-0": 4}, r
+    r = admin(broker, "delete-records", f"{topic}:0=99")
+    assert r["partitions"][f"{topic}-0"]["error"] == "OffsetOutOfRangeException", r
+
+    dirs = admin(broker, "describe-log-dirs")["dirs"]
+    [d] = dirs.values()
+    assert d["error"] is None and d["total_bytes"] >= d["usable_bytes"] > 0, d
+    assert d["sizes"][f"{topic}-0"] > 0 and d["sizes"][f"{topic}-1"] == 0, d
+
+    r = admin(broker, "elect-leaders", f"{topic}:0")
+    assert r["event"] == "error" and r["error"] == "ElectionNotNeededException" or r["partitions"] == {f"{topic}-0": "ElectionNotNeededException"}, r
+
+
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_java_consume_transform_produce_with_send_offsets_to_transaction(broker, protocol):
     """The Java client's exactly-once loop: read_committed input, output and the group's offsets in one

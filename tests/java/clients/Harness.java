@@ -18,6 +18,12 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.common.ElectionType;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.GroupListing;
@@ -56,7 +62,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *            status, error, closed.
  *   admin    OP ...  one administrative operation, one "result" (or "error") event:
  *            describe-groups G..., list-groups [consumer], list-offsets G,
- *            alter-offsets G T:P=OFFSET..., delete-offsets G T:P..., delete-groups G...
+ *            alter-offsets G T:P=OFFSET..., delete-offsets G T:P..., delete-groups G...,
+ *            alter-configs topic|group|broker NAME KEY=VALUE|KEY=... (SET, or DELETE when empty),
+ *            describe-configs topic|group|broker NAME, delete-records T:P=OFFSET...,
+ *            describe-log-dirs, elect-leaders T:P...
  */
 public final class Harness {
 
@@ -449,6 +458,80 @@ public final class Harness {
                         }
                     });
                     emit("result", "op", op, "groups", results);
+                    break;
+                }
+                case "alter-configs": {
+                    ConfigResource res = new ConfigResource(ConfigResource.Type.valueOf(rest.get(0).toUpperCase()), rest.get(1));
+                    List<AlterConfigOp> ops = new ArrayList<>();
+                    for (String s : rest.subList(2, rest.size())) {
+                        String[] kv = s.split("=", 2);
+                        ops.add(kv[1].isEmpty()
+                            ? new AlterConfigOp(new ConfigEntry(kv[0], null), AlterConfigOp.OpType.DELETE)
+                            : new AlterConfigOp(new ConfigEntry(kv[0], kv[1]), AlterConfigOp.OpType.SET));
+                    }
+                    Map<ConfigResource, Collection<AlterConfigOp>> want = new HashMap<>();
+                    want.put(res, ops);
+                    admin.incrementalAlterConfigs(want).all().get();
+                    emit("result", "op", op);
+                    break;
+                }
+                case "describe-configs": {
+                    ConfigResource res = new ConfigResource(ConfigResource.Type.valueOf(rest.get(0).toUpperCase()), rest.get(1));
+                    Config config = admin.describeConfigs(List.of(res)).all().get().get(res);
+                    Map<String, Object> entries = new TreeMap<>();
+                    for (ConfigEntry e : config.entries()) {
+                        Map<String, Object> m = new LinkedHashMap<>();
+                        m.put("value", e.value());
+                        m.put("source", String.valueOf(e.source()));
+                        m.put("sensitive", e.isSensitive());
+                        m.put("read_only", e.isReadOnly());
+                        entries.put(e.name(), m);
+                    }
+                    emit("result", "op", op, "configs", entries);
+                    break;
+                }
+                case "delete-records": {
+                    Map<TopicPartition, RecordsToDelete> want = new HashMap<>();
+                    for (String s : rest) {
+                        String[] kv = s.split("=");
+                        want.put(parseTp(kv[0]), RecordsToDelete.beforeOffset(Long.parseLong(kv[1])));
+                    }
+                    Map<String, Object> results = new TreeMap<>();
+                    admin.deleteRecords(want).lowWatermarks().forEach((tp, fut) -> {
+                        try {
+                            results.put(tp.toString(), fut.get().lowWatermark());
+                        } catch (Exception e) {
+                            results.put(tp.toString(), error(e));
+                        }
+                    });
+                    emit("result", "op", op, "partitions", results);
+                    break;
+                }
+                case "describe-log-dirs": {
+                    Map<String, Object> dirs = new TreeMap<>();
+                    admin.describeLogDirs(List.of(Integer.parseInt(rest.isEmpty() ? "1" : rest.get(0)))).allDescriptions().get().forEach((broker, byDir) ->
+                        byDir.forEach((dir, d) -> {
+                            Map<String, Object> m = new LinkedHashMap<>();
+                            m.put("error", d.error() == null ? null : d.error().getClass().getSimpleName());
+                            Map<String, Object> sizes = new TreeMap<>();
+                            d.replicaInfos().forEach((tp, info) -> sizes.put(tp.toString(), info.size()));
+                            m.put("sizes", sizes);
+                            m.put("total_bytes", d.totalBytes().orElse(-1L));
+                            m.put("usable_bytes", d.usableBytes().orElse(-1L));
+                            dirs.put(dir, m);
+                        }));
+                    emit("result", "op", op, "dirs", dirs);
+                    break;
+                }
+                case "elect-leaders": {
+                    Set<TopicPartition> parts = new HashSet<>();
+                    for (String s : rest) {
+                        parts.add(parseTp(s));
+                    }
+                    Map<String, Object> results = new TreeMap<>();
+                    admin.electLeaders(ElectionType.PREFERRED, parts).partitions().get().forEach((tp, err) ->
+                        results.put(tp.toString(), err.map(e -> (Object) e.getClass().getSimpleName()).orElse("ok")));
+                    emit("result", "op", op, "partitions", results);
                     break;
                 }
                 default:

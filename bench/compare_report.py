@@ -737,7 +737,7 @@ def render(res, images: list[tuple[str, str]]) -> str:
         "--fsync interval` (its default: fsync every 1000 ms) `--log-format json`. Kafka: one KRaft node in combined mode (broker + "
         f"controller), `-Xmx{res.kafka_heap} -Xms128m -XX:+UseG1GC`, the settings of `tests/reference_kafka.py` (replication factor 1, 50 offsets "
         "partitions, `group.initial.rebalance.delay.ms=0` as in kafkalite) and Kafka's default flush policy (no fsync by the broker; "
-        "the OS writes back). Both group coordinators batch writes with a 5 ms append linger (both defaults). For the KIP-848 workload "
+        "the OS writes back). Both group coordinators batch their writes with their default append linger (`group.coordinator.append.linger.ms`: -1, adaptive, in kafkalite and in Kafka from 4.2; 5 ms in Kafka 4.1). For the KIP-848 workload "
         f"all hand out a {K848_MS} ms heartbeat interval (Kafka also needs `group.consumer.min.heartbeat.interval.ms={K848_MS}`). "
         "Broker CPU is the run time of every thread of the broker process: for produce and consume the sum of `/proc/<pid>/task/*/schedstat` (nanoseconds), elsewhere utime+stime from `/proc/<pid>/stat` (10 ms ticks); memory is `VmRSS`/`VmHWM` from "
         "`/proc/<pid>/status`."

@@ -1,10 +1,5 @@
-"""IncrementalAlterConfigs (44), v0-1: edit the values of a topic, group or broker resource (SET, DELETE, APPEND, SUBTRACT).
-
-Checked and applied as Kafka 4.x's broker and controller do (broker/handlers/_configs.py):
-duplicate resources or keys and null values are INVALID_REQUEST, ALTER_CONFIGS is needed on
-the topic, group or cluster, unknown names and bad values are INVALID_CONFIG, a missing topic is
-UNKNOWN_TOPIC_OR_PARTITION, and validate_only checks without changing anything. Values are
-kept in meta.json and take effect at once.
+"""IncrementalAlterConfigs (44), v0-1: edit the values of a topic, group or broker resource
+(SET, DELETE, APPEND, SUBTRACT); checked, kept and applied as AlterConfigs (alter_configs.py).
 """
 
 from ._configs import alter

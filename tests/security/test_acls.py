@@ -5,8 +5,10 @@ whose anonymous clients are super users (Kafka's own controller connection is
 anonymous, so it must be one), and a SASL_PLAINTEXT listener with PLAIN users
 alice, bob and admin (``super.users`` names User:admin). ACLs are made with
 confluent-kafka's admin client on the PLAINTEXT listener, and with Kafka's own
-``kafka-acls`` (org.apache.kafka.tools.AclCommand). Every test asserts the same
-outcome on both brokers (``acl_target`` and ``open_target`` are parametrised).
+``kafka-acls`` (org.apache.kafka.tools.AclCommand; tests/reference_kafka.py
+fetches its jar from Maven Central, as it does the broker's). Every test
+asserts the same outcome on both brokers (``acl_target`` and ``open_target``
+are parametrised).
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import socket
 import subprocess
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -26,7 +27,6 @@ from tests import reference_kafka
 
 USERS = {"alice": "alice-pw-1", "bob": "bob-pw-2", "admin": "admin-pw-3"}
 JAAS = "org.apache.kafka.common.security.plain.PlainLoginModule required " + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";"
-TOOLS_JAR = Path.home() / ".m2" / "repository" / "org" / "apache" / "kafka" / "kafka-tools" / "4.1.0" / "kafka-tools-4.1.0.jar"
 
 
 def _free_port() -> int:
@@ -211,10 +211,15 @@ def test_allow_everyone_if_no_acl_found(open_target):
 
 
 def _kafka_acls(target: AclTarget, *args: str) -> str:
-    if not reference_kafka.available()[0] or not TOOLS_JAR.exists():
-        pytest.skip("kafka-acls needs Java and kafka-tools-4.1.0.jar in ~/.m2")
+    ok, reason = reference_kafka.available()
+    if not ok:
+        pytest.skip(f"kafka-acls needs Java and Kafka's jars: {reason}")
+    try:
+        classpath = reference_kafka.tools_classpath()  # kafka-tools from Maven Central, once
+    except RuntimeError as e:
+        pytest.skip(f"kafka-acls unavailable: {e}")
     java = shutil.which("java") or "java"
-    proc = subprocess.run([java, "-Xmx256m", "-cp", f"{reference_kafka.LIBS}/*:{TOOLS_JAR}", "org.apache.kafka.tools.AclCommand",
+    proc = subprocess.run([java, "-Xmx256m", "-cp", classpath, "org.apache.kafka.tools.AclCommand",
                            "--bootstrap-server", target.plaintext, *args], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout

@@ -17,7 +17,8 @@ generated user (``alice``, a random password) or ``users`` for PLAIN and
 SCRAM (kafkalite's ``user_<name>`` JAAS options), and OAUTHBEARER's unsecured
 tokens, whose principal is the user's name. ``plaintext=True`` adds a
 PLAINTEXT listener after it (``broker.listeners["PLAINTEXT"]``), for admin
-tools that should not need credentials.
+tools that should not need credentials. ``hostnames`` adds names to the
+broker certificate's (it always has localhost, 127.0.0.1 and ::1).
 """
 
 from __future__ import annotations
@@ -186,6 +187,7 @@ def secured(
     tmp_dir: str | Path | None = None,
     plaintext: bool = False,
     host: str = "127.0.0.1",
+    hostnames=(),
 ) -> Secured:
     """Settings for a broker with one ``protocol`` listener and generated credentials (see the module docstring)."""
     protocol = protocol.upper()
@@ -199,7 +201,7 @@ def secured(
         from .certs import generate
 
         d = Path(tmp_dir) if tmp_dir is not None else Path(tempfile.mkdtemp(prefix="kafkalite-certs-"))
-        certs = generate(d / "certs", clients=list(users) if client_auth != "none" else ())
+        certs = generate(d / "certs", hostnames=hostnames, clients=list(users) if client_auth != "none" else ())
         settings.update({"ssl.keystore.location": str(certs.broker), "ssl.truststore.location": str(certs.ca)})
         if client_auth != "none":
             key = "ssl.client.auth" if protocol == "SSL" else f"listener.name.{protocol.lower()}.ssl.client.auth"

@@ -294,3 +294,41 @@ def test_acl_apis_answer_as_kafka(acl_target):
         assert c.request(29, 3, flt).error_code == ErrorCode.cluster_authorization_failed
         assert [x.error_code for x in c.request(30, 3, {"creations": creations[:1]}).results] == [ErrorCode.cluster_authorization_failed]
         assert [x.error_code for x in c.request(31, 3, {"filters": [flt]}).filter_results] == [ErrorCode.cluster_authorization_failed]
+
+
+def test_metadata_lists_topics_refused_describe_last(acl_target):
+    """A Metadata request by name: the topics described first, then those refused CREATE (auto-creation
+    asked for, an invalid name too), then those refused DESCRIBE, whatever the order asked (four topics:
+    Kafka's Scala sets keep the request's order within each group up to four)."""
+    import uuid as _uuid
+
+    from protocol.errors import ErrorCode
+
+    from .raw import Raw, plain_token
+
+    prefix = _name("md") + "-"
+    hidden, shown, missing, invalid = _name("hidden"), prefix + "shown", prefix + "missing", prefix + "not valid!"
+    acl_target.create_topics(hidden, shown)
+    acl_target.add_acls(_acl(prefix, "DESCRIBE", pattern="PREFIXED"))
+    zero = _uuid.UUID(int=0)
+    with Raw(acl_target.sasl) as c:
+        c.handshake("PLAIN")
+        assert c.authenticate(plain_token("alice", USERS["alice"])).error_code == ErrorCode.none
+        r = c.request(3, 12, {"topics": [{"topic_id": zero, "name": n} for n in (hidden, missing, shown, invalid)],
+                              "allow_auto_topic_creation": True, "include_topic_authorized_operations": False})
+        # (the codec reads the zero id as None): no id for a topic the client may not see
+        assert [(t.name, t.error_code, t.topic_id in (None, zero), len(t.partitions)) for t in r.topics] == [
+            (shown, ErrorCode.none, False, 1),
+            (missing, ErrorCode.topic_authorization_failed, True, 0),
+            (invalid, ErrorCode.topic_authorization_failed, True, 0),
+            (hidden, ErrorCode.topic_authorization_failed, True, 0),
+        ]
+        # without auto-creation: the topics that exist, then those that do not (unknown, invalid), then the refused
+        r = c.request(3, 12, {"topics": [{"topic_id": zero, "name": n} for n in (hidden, missing, shown, invalid)],
+                              "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        assert [(t.name, t.error_code) for t in r.topics] == [
+            (shown, ErrorCode.none),
+            (missing, ErrorCode.unknown_topic_or_partition),
+            (invalid, ErrorCode.invalid_topic_exception),
+            (hidden, ErrorCode.topic_authorization_failed),
+        ]

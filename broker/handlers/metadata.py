@@ -100,7 +100,7 @@ async def handle(ctx, req):
     if requested is None or (version == 0 and not requested):
         topics = [topic_entry(cluster, t, node) for t in cluster.topics.values() if not t.internal]
         if authz is not None:  # topics the client may not describe are left out
-            topics = [t for t in topics if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t["name"])]
+            topics = [t for t in topics if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t["name"], audit=False)]
     else:
         allow_create = getattr(req, "allow_auto_topic_creation", True) and ctx.config.auto_create_topics
         # Kafka's order (KafkaApis.handleTopicMetadataRequest): unknown topic ids, the topics that exist,

@@ -284,8 +284,7 @@ def test_acl_apis_answer_as_kafka(acl_target):
         # MATCH: the prefixed binding applies to a longer name; the group's does not
         d = c.request(29, 3, {**flt, "resource_type_filter": 2, "resource_name_filter": name + "-x", "pattern_type_filter": 2})
         assert [(x.resource_name, x.pattern_type) for x in d.resources] == [(name, 4)]
-        # (an UNKNOWN field, code 0, is not asked here: Kafka's request parser refuses it and closes the
-        # connection, where kafkalite answers INVALID_REQUEST; docs/security.md)
+        # (an UNKNOWN field, code 0, closes the connection: test_an_unknown_code_closes_the_connection)
         gone = c.request(31, 3, {"filters": [{**flt, "resource_type_filter": 3}, {**flt, "resource_type_filter": 3}]})
         assert [[(m.resource_type, m.resource_name, m.permission_type) for m in f.matching_acls] for f in gone.filter_results] == [[(3, name, 2)]] * 2
     with Raw(acl_target.sasl) as c:  # alice: no ALTER or DESCRIBE on the cluster
@@ -332,3 +331,58 @@ def test_metadata_lists_topics_refused_describe_last(acl_target):
             (invalid, ErrorCode.invalid_topic_exception),
             (hidden, ErrorCode.topic_authorization_failed),
         ]
+
+
+_UNKNOWN_CASES = [
+    # (api, the request's body with one field set to code 0, UNKNOWN)
+    *((30, field) for field in ("resource_type", "resource_pattern_type", "operation", "permission_type")),
+    *((29, field) for field in ("resource_type_filter", "pattern_type_filter", "operation", "permission_type")),
+    *((31, field) for field in ("resource_type_filter", "pattern_type_filter", "operation", "permission_type")),
+]
+
+
+def _acl_request(api: int, **fields) -> dict:
+    creation = {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3, "principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3}
+    flt = {"resource_type_filter": 2, "resource_name_filter": "t", "pattern_type_filter": 3, "principal_filter": None, "host_filter": None, "operation": 3, "permission_type": 3}
+    if api == 30:
+        return {"creations": [{**creation, **fields}]}
+    if api == 29:
+        return {**flt, **fields}
+    return {"filters": [{**flt, **fields}]}
+
+
+@pytest.mark.parametrize(("api", "field"), _UNKNOWN_CASES, ids=[f"{a}-{f}" for a, f in _UNKNOWN_CASES])
+def test_an_unknown_code_closes_the_connection(acl_target, api, field):
+    """UNKNOWN (0) as a resource type, pattern type, operation or permission: Kafka's request classes
+    refuse it while parsing, and the broker closes the connection without an answer (before any
+    authorization: alice, who may not touch ACLs at all, is not told so)."""
+    from protocol.errors import ErrorCode
+
+    from .raw import Raw, plain_token
+
+    with Raw(acl_target.plaintext) as c:
+        c.send(api, 3, _acl_request(api, **{field: 0}))
+        assert c.closed()
+    with Raw(acl_target.sasl) as c:
+        c.handshake("PLAIN")
+        assert c.authenticate(plain_token("alice", USERS["alice"])).error_code == ErrorCode.none
+        c.send(api, 3, _acl_request(api, **{field: 0}))
+        assert c.closed()
+
+
+def test_a_code_out_of_range_is_unknown_to_the_handler(acl_target):
+    """A code Kafka has no name for (99) passes the parser's check, which compares with 0, and
+    becomes UNKNOWN in the handler: INVALID_REQUEST with the handler's message."""
+    from protocol.errors import ErrorCode
+
+    from .raw import Raw
+
+    with Raw(acl_target.plaintext) as c:
+        d = c.request(29, 3, _acl_request(29, resource_type_filter=99))
+        e = c.request(29, 3, _acl_request(29, operation=99))
+        f = c.request(31, 3, _acl_request(31, pattern_type_filter=99))
+        g = c.request(30, 3, _acl_request(30, permission_type=99))
+    assert (d.error_code, d.error_message, list(d.resources)) == (ErrorCode.none, "", [])  # matches nothing
+    assert (e.error_code, e.error_message, list(e.resources)) == (ErrorCode.none, "", [])
+    assert [(x.error_code, x.error_message) for x in f.filter_results] == [(ErrorCode.invalid_request, "Unknown patternFilter.")]
+    assert [(x.error_code, x.error_message) for x in g.results] == [(ErrorCode.invalid_request, "Invalid permissionType UNKNOWN")]

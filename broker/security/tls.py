@@ -19,6 +19,7 @@ DER by the small parser below (no dependency).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import ssl
@@ -336,10 +337,11 @@ class TlsAccept:
         except StopIteration as done:
             self._established(done.value)
             return
-        except Exception as exc:  # noqa: BLE001 - every way a handshake fails is the client's
+        except (Exception, asyncio.CancelledError) as exc:  # every way a handshake fails is the client's
             self._release()
             self.transport.abort()
-            self.broker.tls_failed(self, exc)
+            if not isinstance(exc, asyncio.CancelledError):
+                self.broker.tls_failed(self, exc)
             return
         waiting._asyncio_future_blocking = False
         waiting.add_done_callback(self._advance)

@@ -231,6 +231,13 @@ class Metrics:
             "(bad_credentials, unsupported_mechanism, illegal_state, malformed, oversized, expired_session)",
             ["listener", "mechanism", "reason"], registry=r,
         )
+        self.tls_failed = Counter(
+            "kafkalite_tls_handshake_failures",
+            "TLS connections closed because their handshake failed, by listener and reason "
+            "(protocol: not TLS or nothing in common; alert: the client refused, an unknown CA for one; "
+            "certificate: the client's certificate refused; closed; timeout: ssl.handshake.timeout.ms)",
+            ["listener", "reason"], registry=r,
+        )
         self.state = _StateCollector(self)
         r.register(self.state)
         ProcessCollector(registry=r)
@@ -284,6 +291,9 @@ class Metrics:
             self.auth_ok.labels(listener, mechanism, "reauthentication" if reauth else "authentication").inc()
         else:
             self.auth_failed.labels(listener, mechanism, failure).inc()
+
+    def tls_handshake_failed(self, listener: str, reason: str) -> None:
+        self.tls_failed.labels(listener, reason).inc()
 
     def connection_closed(self, conn) -> None:
         self.connections.labels(conn.listener.name if conn.listener is not None else "").dec()

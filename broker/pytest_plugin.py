@@ -37,6 +37,14 @@ several times faster; set it back to 50 to mirror Kafka's placement).
         sec = kafkalite_secure_broker.security
         Producer({"bootstrap.servers": kafkalite_secure_broker.bootstrap_servers, **sec.librdkafka()})
 
+  ``acls=[...]`` and ``super_users=[...]`` in the marker start the broker
+  with Kafka's StandardAuthorizer and those bindings (dicts by field name,
+  or AclBindings; ``broker.security.testkit.acl_binding``)::
+
+    @pytest.mark.kafkalite_security("SASL_PLAINTEXT", users={"alice": "a", "admin": "b"},
+                                    acls=[{"resource_type": "TOPIC", "name": "orders", "operation": "WRITE"}],
+                                    super_users=["User:admin"])
+
   TLS certificates are made with the ``cryptography`` package (in the
   ``certs`` and ``test`` extras). The plain fixtures are unchanged.
 """
@@ -60,7 +68,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "kafkalite(settings=None, **settings): broker settings for the kafkalite_broker fixture")
     config.addinivalue_line(
         "markers",
-        "kafkalite_security(protocol='SASL_SSL', mechanisms=..., users=None, client_auth='none', plaintext=False): "
+        "kafkalite_security(protocol='SASL_SSL', mechanisms=..., users=None, client_auth='none', plaintext=False, acls=None, super_users=None): "
         "the secured listener of the kafkalite_secure_broker fixture (broker.testing.secured)",
     )
 
@@ -131,7 +139,7 @@ def kafkalite_secure_broker(request, tmp_path_factory):
     kwargs.setdefault("tmp_dir", tmp_path_factory.mktemp("kafkalite-certs"))
     security = secured(*args, **kwargs)
     settings = merge_settings(_ini_settings(request.config), _marker_settings(request.node), security.settings)
-    broker = BrokerThread(tmp_path_factory.mktemp("kafkalite"), settings=settings, fail_on_handler_errors=_strict(request.config))
+    broker = BrokerThread(tmp_path_factory.mktemp("kafkalite"), settings=settings, fail_on_handler_errors=_strict(request.config), acls=security.acls)
     broker.security = security
     broker.start()
     yield broker

@@ -43,7 +43,10 @@ The broker binds one server per listener (``broker.listeners``); a connection
 knows its listener, so Metadata and FindCoordinator give each client the
 address of the listener it came through. SSL and SASL_SSL listeners are TLS
 servers (the transport decrypts; a handshake not done within
-``ssl_handshake_timeout_ms`` is closed). On SASL listeners a connection starts
+``ssl_handshake_timeout_ms`` is closed): ``security.tls.TlsAccept`` counts a
+connection in at accept, so ``max.connections`` sees handshakes in progress,
+then upgrades it with ``start_tls``; a failed handshake is logged on one line
+and counted (``kafkalite_tls_handshake_failures``). On SASL listeners a connection starts
 with an ``Authenticator`` (``broker.security.authenticator``): until the client
 has authenticated, each frame goes to it (``_authenticate``), not to the
 request queue, and nothing else is answered. A connection's ``principal`` is
@@ -154,6 +157,7 @@ class Broker:
         self.server: asyncio.AbstractServer | None = None  # the first listener's
         self.listeners: list[Listener] = []
         self.connections: set[KafkaConnection] = set()
+        self.handshaking: set = set()  # TLS connections still in their handshake (security.tls.TlsAccept)
         self.started = time.monotonic()
         # dispatch hooks: ``hooked`` is the one flag the request path checks
         self.faults = None
@@ -229,6 +233,16 @@ class Broker:
             self._scram.load()
         return self._scram
 
+    def tls_failed(self, accept, exc: BaseException) -> None:
+        """A TLS handshake failed: one log line (OpenSSL's reason, nothing the client sent), and counted."""
+        from .security.tls import failure_detail, failure_reason
+
+        reason = failure_reason(exc)
+        listener = accept.listener.name
+        log.warning("TLS handshake failed", peer=accept.peer, listener=listener, reason=reason, detail=failure_detail(exc))
+        if self.metrics is not None:
+            self.metrics.tls_handshake_failed(listener, reason)
+
     def auth_event(self, conn, mechanism: str | None, failure: tuple[str, str] | None, *, reauth: bool = False) -> None:
         """An authentication succeeded (``failure`` None) or failed ((kind, detail)): logged without
         secrets, and counted when metrics are on."""
@@ -280,13 +294,14 @@ class Broker:
                 listener = Listener(spec, spec.port)
                 if self.security is not None:
                     listener.security = self.security.listeners.get(spec.name)
-                tls = {}
                 if listener.security is not None and listener.security.ssl_context is not None:
-                    tls = {"ssl": listener.security.ssl_context, "ssl_handshake_timeout": self.security.handshake_timeout_s}
+                    from .security.tls import TlsAccept  # the handshake is ours, counted from accept
+
+                    factory = lambda listener=listener: TlsAccept(self, listener, KafkaConnection(self, listener))  # noqa: E731
+                else:
+                    factory = lambda listener=listener: KafkaConnection(self, listener)  # noqa: E731
                 host, port = spec.bind_address()
-                listener.server = await loop.create_server(
-                    lambda listener=listener: KafkaConnection(self, listener), host, port, reuse_address=True, **tls
-                )
+                listener.server = await loop.create_server(factory, host, port, reuse_address=True)
                 listener.port = listener.server.sockets[0].getsockname()[1]
                 self.listeners.append(listener)
                 log.info("listening", listener=spec.name, protocol=spec.protocol, host=host, port=listener.port, data_dir=str(self.config.data_dir))
@@ -302,6 +317,8 @@ class Broker:
         """Stop accepting, let in-flight requests finish, close the logs."""
         for listener in self.listeners:
             listener.server.close()
+        for accept in list(self.handshaking):
+            accept.abort()
         if self._sweep_handle is not None:
             self._sweep_handle.cancel()
             self._sweep_handle = None
@@ -353,9 +370,12 @@ class Broker:
                 by_fd[fd].abort()
 
     # -- connection limits ------------------------------------------------
-    def admit(self, conn: KafkaConnection, transport) -> bool:
-        """Count a new connection in, or say no (max.connections, max.connections.per.ip)."""
-        if len(self.connections) >= self.max_connections:
+    def admit(self, conn, transport) -> bool:
+        """Count a new connection in, or say no (max.connections, max.connections.per.ip).
+
+        ``conn`` is a KafkaConnection, or on a TLS listener the TlsAccept of a
+        connection just accepted: those still in their handshake count too."""
+        if len(self.connections) + len(self.handshaking) >= self.max_connections:
             self.refused += 1
             return False
         per_ip = self.per_ip
@@ -581,11 +601,12 @@ class KafkaConnection(asyncio.Protocol):
         return not self.paused
 
     # -- asyncio.Protocol -------------------------------------------------
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport, admitted: bool = False) -> None:
+        """``admitted``: counted in already, at accept (a TLS connection, after its handshake)."""
         self.transport = transport
         self.seen = _now()
         broker = self.broker
-        if not broker.admit(self, transport):
+        if not admitted and not broker.admit(self, transport):
             self.closing = True
             transport.close()
             return

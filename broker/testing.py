@@ -35,6 +35,11 @@ docs/security.md)::
     with BrokerThread(settings=sec.settings) as broker:
         Producer({"bootstrap.servers": broker.bootstrap_servers, **sec.librdkafka()})
 
+``acls=[...]`` (AclBindings, or dicts: ``broker.security.testkit.acl_binding``)
+starts a broker whose authorizer (``authorizer.class.name``) has those
+bindings; ``secured(acls=..., super_users=...)`` sets the authorizer and
+gives them as ``sec.acls``.
+
 A request handler that raises is a broker bug (the broker logs "handler
 failed" and closes the client's connection). A test broker notes every such
 failure and ``close()`` (so ``async with`` and ``with`` too) raises
@@ -57,7 +62,7 @@ from pathlib import Path
 from .config import BrokerConfig, load_config
 from .config import lookup as _lookup
 from .faults import Faults
-from .security.testkit import Secured, secured, unsecured_jwt
+from .security.testkit import Secured, acl_binding, secured, unsecured_jwt
 
 __all__ = ["Broker", "BrokerThread", "HandlerFailed", "Secured", "TEST_DEFAULTS", "secured", "unsecured_jwt"]
 
@@ -126,6 +131,7 @@ class Broker:
         settings: Mapping[str, object] | None = None,
         log_level: str | None = "warning",
         fail_on_handler_errors: bool = True,
+        acls=None,
         **kwargs,
     ) -> None:
         self._owns_dir = data_dir is None
@@ -140,6 +146,10 @@ class Broker:
         overrides = merge_settings(base, given, {"data_dir": str(self.data_dir)})
         self.config: BrokerConfig = load_config(environ={}, overrides=overrides)
         self.log_level = log_level
+        # ACL bindings created at each start (kept once: a restart finds them in the data directory)
+        self.acls = [acl_binding(a) for a in acls or ()]
+        if self.acls and not self.config.authorizer_class_name:
+            raise ValueError("acls need an authorizer: set authorizer.class.name (secured(acls=...) does)")
         self.faults = Faults()
         self.server = None  # broker.server.Broker while running
         self.startup_ms: float | None = None
@@ -158,6 +168,8 @@ class Broker:
             failures = self.handler_failures
             server.on_handler_error = lambda name, request, exc: failures.append(_describe_failure(name, request, exc))
         await server.start()
+        if self.acls:
+            await server.acls.create(self.acls)
         self.startup_ms = (time.perf_counter() - t0) * 1000
         self.server = server
         self._pin_ports()

@@ -7,9 +7,11 @@ The broker's jars come from Maven Central: ``tests/java/kafka-broker/pom.xml``
 names ``org.apache.kafka:kafka_2.13`` and ``mvn dependency:copy-dependencies``
 copies it and its runtime dependencies (about 45 MB) into a cache outside the
 repository, once (``$KAFKALITE_REFERENCE_KAFKA_HOME`` or
-``~/.cache/kafkalite/kafka-4.1.0``). Each ``ReferenceKafka`` is a single KRaft
-node in combined mode (broker and controller, node id 1) listening on two free
-ports of 127.0.0.1, with a data directory of its own.
+``~/.cache/kafkalite/kafka-4.1.0``); Kafka's command-line tools (``kafka-tools``,
+for ``kafka-acls``) likewise from ``tests/java/kafka-tools/pom.xml`` into its
+``tools/``. Each ``ReferenceKafka`` is a single KRaft node in combined mode
+(broker and controller, node id 1) listening on two free ports of 127.0.0.1,
+with a data directory of its own.
 
 ``ReferenceKafka`` has the shape of ``tests.broker_process.BrokerProcess``:
 ``start()``, ``stop()`` (SIGTERM, controlled shutdown), ``kill()`` (SIGKILL),
@@ -42,7 +44,8 @@ POM_DIR = ROOT / "tests" / "java" / "kafka-broker"
 KAFKA_VERSION = "4.1.0"
 HOME = Path(os.environ.get("KAFKALITE_REFERENCE_KAFKA_HOME") or Path.home() / ".cache" / "kafkalite" / f"kafka-{KAFKA_VERSION}")
 LIBS = HOME / "libs"
-_COMPLETE = LIBS / ".complete"  # written after a successful copy, names the POM it came from
+TOOLS_POM_DIR = ROOT / "tests" / "java" / "kafka-tools"
+TOOLS = HOME / "tools"  # kafka-tools' own jar (AclCommand...), from TOOLS_POM_DIR's POM; the rest is in LIBS
 MIN_JAVA = 17
 
 # Broker settings every reference broker gets; ReferenceKafka(config=...) overrides or adds.
@@ -86,47 +89,79 @@ def _java_major(java: str) -> int | None:
     return int(m.group(2) or 0) if major == 1 else major
 
 
-def _pom_stamp() -> str:
-    return (POM_DIR / "pom.xml").read_text()
+def _pom_stamp(pom_dir: Path = POM_DIR) -> str:
+    return (pom_dir / "pom.xml").read_text()
 
 
-def _libs_ready() -> bool:
+def _copied(dest: Path, pom_dir: Path) -> bool:
     try:
-        return _COMPLETE.read_text() == _pom_stamp()
+        return (dest / ".complete").read_text() == _pom_stamp(pom_dir)
     except OSError:
         return False
 
 
-def fetch_libs(timeout: float = 900.0) -> Path:
-    """Copy the broker's jars into LIBS once (concurrent callers wait on a file lock)."""
-    if _libs_ready():
-        return LIBS
+def _libs_ready() -> bool:
+    return _copied(LIBS, POM_DIR)
+
+
+def _copy_dependencies(pom_dir: Path, dest: Path, expect: str, what: str, *mvn_args: str, timeout: float = 900.0) -> Path:
+    """``mvn dependency:copy-dependencies`` of ``pom_dir``'s POM into ``dest``, once.
+
+    Concurrent callers wait on a file lock; ``dest/.complete`` names the POM the
+    jars came from, so editing the POM copies again. ``expect`` is a glob that
+    must match in the copy (proof that Maven fetched the jar that matters).
+    """
+    if _copied(dest, pom_dir):
+        return dest
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise RuntimeError("mvn (Apache Maven) is not on PATH; it is needed once to fetch Kafka's jars")
+        raise RuntimeError(f"mvn (Apache Maven) is not on PATH; it is needed once to fetch {what}")
     HOME.mkdir(parents=True, exist_ok=True)
     with open(HOME / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if _libs_ready():
-            return LIBS
-        staging = Path(tempfile.mkdtemp(prefix="libs-", dir=HOME))
+        if _copied(dest, pom_dir):
+            return dest
+        staging = Path(tempfile.mkdtemp(prefix=f"{dest.name}-", dir=HOME))
         try:
             proc = subprocess.run(
-                [mvn, "-B", "-q", "-f", str(POM_DIR / "pom.xml"), "dependency:copy-dependencies",
-                 "-DincludeScope=runtime", f"-DoutputDirectory={staging}"],
+                [mvn, "-B", "-q", "-f", str(pom_dir / "pom.xml"), "dependency:copy-dependencies",
+                 "-DincludeScope=runtime", f"-DoutputDirectory={staging}", *mvn_args],
                 capture_output=True, text=True, timeout=timeout,
             )
-            if proc.returncode != 0 or not list(staging.glob("kafka_2.13-*.jar")):
+            if proc.returncode != 0 or not list(staging.glob(expect)):
                 tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-                raise RuntimeError(f"mvn could not fetch Apache Kafka {KAFKA_VERSION} (exit {proc.returncode}):\n{tail}")
-            shutil.rmtree(LIBS, ignore_errors=True)
-            staging.rename(LIBS)
-            _COMPLETE.write_text(_pom_stamp())
+                raise RuntimeError(f"mvn could not fetch {what} (exit {proc.returncode}):\n{tail}")
+            shutil.rmtree(dest, ignore_errors=True)
+            staging.rename(dest)
+            (dest / ".complete").write_text(_pom_stamp(pom_dir))
         except subprocess.TimeoutExpired as e:
-            raise RuntimeError(f"mvn did not finish fetching Apache Kafka {KAFKA_VERSION} within {timeout:.0f}s") from e
+            raise RuntimeError(f"mvn did not finish fetching {what} within {timeout:.0f}s") from e
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    return LIBS
+    return dest
+
+
+def fetch_libs(timeout: float = 900.0) -> Path:
+    """Copy the broker's jars into LIBS once (concurrent callers wait on a file lock)."""
+    return _copy_dependencies(POM_DIR, LIBS, "kafka_2.13-*.jar", f"Apache Kafka {KAFKA_VERSION}", timeout=timeout)
+
+
+def fetch_tools(timeout: float = 900.0) -> Path:
+    """Copy Kafka's command-line tools (``kafka-tools``: AclCommand and the like) into TOOLS once.
+
+    Only the kafka-tools jar itself: everything it needs at run time (kafka-clients,
+    server-common, jopt-simple...) is already in LIBS, so the tools run with
+    ``-cp LIBS/*:TOOLS/*`` (``tools_classpath()``). A POM of its own and a cache
+    directory of its own, so the broker's jars are not copied again for it.
+    """
+    fetch_libs(timeout)
+    return _copy_dependencies(TOOLS_POM_DIR, TOOLS, "kafka-tools-*.jar", f"kafka-tools {KAFKA_VERSION}",
+                              "-DexcludeTransitive=true", timeout=timeout)
+
+
+def tools_classpath() -> str:
+    """The classpath of Kafka's tools; fetches the jars on first use (raises RuntimeError if it cannot)."""
+    return f"{fetch_libs()}/*:{fetch_tools()}/*"
 
 
 def available() -> tuple[bool, str]:

@@ -12,8 +12,15 @@ left out is listed in ``docs/SKIPPED.md``.
 from __future__ import annotations
 
 import importlib
+import logging
 from dataclasses import dataclass
 from typing import Any
+
+from .. import logs
+
+# the authorizer's audit log, under the name of Kafka's (RequestContext.allowed)
+# (a lazy proxy: bound at first use, after the broker configured logging; the name is in each line)
+AUDIT_LOG = logs.get_logger("kafka.authorizer.logger")
 
 # (module, API_KEY, NAME, VERSIONS): what each module declares, so that a broker can
 # answer ApiVersions, and route, without importing the 25 modules before it listens;
@@ -161,6 +168,13 @@ class RequestContext:
         certificate) or ``User:ANONYMOUS`` (broker/security/__init__.py)."""
         return getattr(self.conn, "principal", "User:ANONYMOUS")
 
+    def close_invalid(self, reason: str) -> None:
+        """A request Kafka's request classes refuse while parsing it: Kafka closes the connection
+        without an answer (SocketServer: "Closing socket ... because of error"). The handler
+        returns None after this."""
+        self.log.info("closing connection: invalid request", api=self.request.api_key, version=self.request.api_version, reason=reason)
+        self.conn.close()
+
     # -- ACLs (broker/security/authorizer.py) --------------------------------------
     # ``ctx.broker.authorizer`` is None when no authorizer is configured: handlers test it
     # once and skip every check (``if ctx.broker.authorizer is not None``).
@@ -170,11 +184,36 @@ class RequestContext:
         peer = self.conn.peer
         return peer.rsplit(":", 1)[0] if ":" in peer else peer
 
-    def allowed(self, op, rtype, name: str) -> bool:
-        """May this request's principal do ``op`` on resource ``rtype``/``name``? (True without an authorizer.)"""
+    def allowed(self, op, rtype, name: str, audit: bool = True) -> bool:
+        """May this request's principal do ``op`` on resource ``rtype``/``name``? (True without an authorizer.)
+
+        Each decision goes to the audit log (``kafka.authorizer.logger``, as Kafka's): a denial at
+        info, an allowance at debug. ``audit=False`` for checks that only filter what is shown
+        (all-topics Metadata, ListGroups...), which Kafka logs at trace only."""
         authz = self.broker.authorizer
+        if authz is None:
+            return True
         # a null name (a hostile request's) is checked as the empty one, never raised on
-        return authz is None or authz.authorize(self.principal, self.host, op, rtype, name if name is not None else "")
+        name = name if name is not None else ""
+        ok = authz.authorize(self.principal, self.host, op, rtype, name)
+        if audit and logs.enabled(logging.DEBUG if ok else logging.INFO):
+            self._audit(authz, op, rtype, name)
+        return ok
+
+    def _audit(self, authz, op, rtype, name: str) -> None:
+        """One line of Kafka's audit log (StandardAuthorizerData.buildAuditMessage's words)."""
+        from ..security.authorizer import audit_resource
+
+        principal, host = self.principal, self.host
+        ok, rule = authz.rule(principal, host, op, rtype, name)
+        resource = audit_resource(rtype, name)
+        api = HANDLERS[self.request.api_key].NAME if self.request is not None else "?"
+        message = (f"Principal = {principal} is {'Allowed' if ok else 'Denied'} operation = {op.name} from host = {host} "
+                   f"on resource = {resource} for request = {api} with resourceRefCount = 1 based on rule {rule}")
+        (AUDIT_LOG.debug if ok else AUDIT_LOG.info)(
+            message, logger="kafka.authorizer.logger", principal=principal, host=host, operation=op.name, resource=resource,
+            request=api, allowed=ok, rule=rule,
+        )
 
     def allowed_on_cluster(self, op) -> bool:
         from ..security.authorizer import CLUSTER_NAME, ResourceType

@@ -21,6 +21,18 @@ def acl_filter(f) -> AclFilter:
     )
 
 
+def unknown_code(items, fields: tuple[str, str, str, str]) -> bool:
+    """Whether a creation or filter has UNKNOWN (0) as its resource type, pattern type, operation or
+    permission: Kafka's CreateAcls/DescribeAcls/DeleteAclsRequest refuse that while parsing (their
+    validate() compares the wire code with 0), so the connection is closed before any check. A code
+    Kafka has no name for (99) passes there and is UNKNOWN to the handler."""
+    return any(getattr(item, f) == 0 for item in items for f in fields)
+
+
+CREATION_CODES = ("resource_type", "resource_pattern_type", "operation", "permission_type")
+FILTER_CODES = ("resource_type_filter", "pattern_type_filter", "operation", "permission_type")
+
+
 def refused(ctx, operation: Operation, no_authorizer: str) -> tuple[ErrorCode, str] | None:
     """The whole request's refusal, with Kafka's message: ``operation`` not allowed on the cluster,
     or no authorizer configured (``no_authorizer``, which Kafka words per API); None to go on."""

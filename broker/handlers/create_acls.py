@@ -14,7 +14,7 @@ without a message, and nothing is created.
 from protocol.errors import ErrorCode
 
 from ..security.authorizer import Operation, PatternType, Permission, ResourceType, validate_new
-from ._acls import binding, refused
+from ._acls import CREATION_CODES, binding, refused, unknown_code
 
 API_KEY = 30
 NAME = "CreateAcls"
@@ -26,6 +26,9 @@ def _all(req, code, message):
 
 
 async def handle(ctx, req):
+    if unknown_code(req.creations or (), CREATION_CODES):
+        ctx.close_invalid("CreatableAcls contain unknown elements")
+        return None
     refusal = refused(ctx, Operation.ALTER, "No Authorizer is configured.")
     if refusal is not None:
         return _all(req, *refusal)

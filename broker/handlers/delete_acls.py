@@ -9,7 +9,7 @@ removal is durable before the answer.
 from protocol.errors import ErrorCode
 
 from ..security.authorizer import Operation
-from ._acls import acl_filter, refused
+from ._acls import FILTER_CODES, acl_filter, refused, unknown_code
 
 API_KEY = 31
 NAME = "DeleteAcls"
@@ -21,6 +21,9 @@ def _all(req, code, message):
 
 
 async def handle(ctx, req):
+    if unknown_code(req.filters or (), FILTER_CODES):
+        ctx.close_invalid("Filters contain UNKNOWN elements")
+        return None
     refusal = refused(ctx, Operation.ALTER, "No Authorizer is configured.")
     if refusal is not None:
         return _all(req, *refusal)

@@ -23,7 +23,7 @@ async def handle(ctx, req):
         return {"throttle_time": 0, "error_code": exc.code, "groups": []}
     visible = None
     if ctx.broker.authorizer is not None and not ctx.allowed_on_cluster(Operation.DESCRIBE):
-        visible = lambda gid: ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, gid)  # noqa: E731
+        visible = lambda gid: ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, gid, audit=False)  # noqa: E731
     for g in found:
         if visible is not None and not visible(g.group_id):
             continue

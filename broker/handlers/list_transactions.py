@@ -26,5 +26,5 @@ async def handle(ctx, req):
         {"transactional_id": tid, "producer_id": pid, "transaction_state": state} for x in listings for tid, pid, state in x.transactions
     ]
     if ctx.broker.authorizer is not None:  # only the ids one may DESCRIBE
-        found = [f for f in found if ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, f["transactional_id"])]
+        found = [f for f in found if ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, f["transactional_id"], audit=False)]
     return {"throttle_time": 0, "error_code": error, "unknown_state_filters": list(unknown), "transaction_states": found}

@@ -100,10 +100,17 @@ async def handle(ctx, req):
     if requested is None or (version == 0 and not requested):
         topics = [topic_entry(cluster, t, node) for t in cluster.topics.values() if not t.internal]
         if authz is not None:  # topics the client may not describe are left out
-            topics = [t for t in topics if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t["name"])]
+            topics = [t for t in topics if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t["name"], audit=False)]
     else:
         allow_create = getattr(req, "allow_auto_topic_creation", True) and ctx.config.auto_create_topics
+        # Kafka's order (KafkaApis.handleTopicMetadataRequest): unknown topic ids, the topics that exist,
+        # those that did not (unknown, invalid, auto-created now), those refused CREATE, those refused
+        # DESCRIBE; each group in the order asked (Kafka's Scala sets keep it up to four topics)
+        unknown_ids: list[dict] = []
         topics = []
+        absent: list[dict] = []
+        refused_create: list[dict] = []
+        refused_describe: list[dict] = []
         seen = set()
         for rt in requested:
             name = rt.name
@@ -115,39 +122,44 @@ async def handle(ctx, req):
             if topic_id is not None and topic_id != _ZERO_ID:
                 topic = cluster.by_id.get(topic_id)
                 if topic is None:
-                    topics.append({"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": topic_id})
+                    unknown_ids.append({"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": topic_id})
                 elif authz is not None and not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic.name):
-                    topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": None, "topic_id": topic_id})
+                    refused_describe.append({"error_code": ErrorCode.topic_authorization_failed, "name": None, "topic_id": topic_id})
                 else:
                     topics.append(topic_entry(cluster, topic, node))
                 continue
             if authz is not None and not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
                 # not even whether it exists is told
-                topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name, "topic_id": _ZERO_ID})
+                refused_describe.append({"error_code": ErrorCode.topic_authorization_failed, "name": name, "topic_id": _ZERO_ID})
                 continue
             topic = cluster.topics.get(name)
-            if topic is None and validate_topic_name(name) is not None:
-                topics.append({"error_code": ErrorCode.invalid_topic_exception, "name": name, "topic_id": _ZERO_ID})
-                continue
             if topic is None and name in cluster.creating:
                 # being created by a CreateTopics still opening its partitions, as Kafka answers a topic without leaders yet
                 topics.append({"error_code": ErrorCode.leader_not_available, "name": name, "topic_id": _ZERO_ID})
                 continue
+            # Kafka asks for CREATE before it looks at the name (an invalid one too)
             if topic is None and allow_create and authz is not None and not (
                 ctx.allowed_on_cluster(Operation.CREATE) or ctx.allowed(Operation.CREATE, ResourceType.TOPIC, name)
             ):
-                topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name, "topic_id": _ZERO_ID})
+                refused_create.append({"error_code": ErrorCode.topic_authorization_failed, "name": name, "topic_id": _ZERO_ID})
                 continue
-            if topic is None and allow_create and not name.startswith("__"):
+            if topic is not None:
+                topics.append(topic_entry(cluster, topic, node))
+                continue
+            if validate_topic_name(name) is not None:
+                absent.append({"error_code": ErrorCode.invalid_topic_exception, "name": name, "topic_id": _ZERO_ID})
+                continue
+            if allow_create and not name.startswith("__"):
                 try:
                     topic = cluster.create_topic(name, ctx.config.num_partitions)
                 except TopicError as exc:
-                    topics.append({"error_code": exc.code, "name": name, "topic_id": _ZERO_ID})
+                    absent.append({"error_code": exc.code, "name": name, "topic_id": _ZERO_ID})
                     continue
             if topic is None:
-                topics.append({"error_code": ErrorCode.unknown_topic_or_partition, "name": name, "topic_id": _ZERO_ID})
+                absent.append({"error_code": ErrorCode.unknown_topic_or_partition, "name": name, "topic_id": _ZERO_ID})
             else:
-                topics.append(topic_entry(cluster, topic, node))
+                absent.append(topic_entry(cluster, topic, node))
+        topics = unknown_ids + topics + absent + refused_create + refused_describe
     cluster_ops = _UNKNOWN_OPS
     if version >= 8:
         if getattr(req, "include_topic_authorized_operations", False):

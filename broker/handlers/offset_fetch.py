@@ -51,7 +51,7 @@ async def fetch_group(ctx, group_id: str, topics, stable: bool, member_id: str |
             }
         )
     if authz and topics is None:
-        by_topic = {t: parts for t, parts in by_topic.items() if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t)}
+        by_topic = {t: parts for t, parts in by_topic.items() if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t, audit=False)}
     answer = [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
     for t, ps in denied:
         answer.append({"name": t, "partitions": [

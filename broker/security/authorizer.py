@@ -243,6 +243,20 @@ def _applies(b: AclBinding, principals: tuple[str, str], host: str, op: Operatio
     return b.permission
 
 
+def _matching(b: AclBinding) -> str:
+    return (f"MatchingAcl(acl=StandardAcl(resourceType={b.resource_type.name}, resourceName={b.name}, patternType={b.pattern_type.name}, "
+            f"principal={b.principal}, host={b.host}, operation={b.operation.name}, permissionType={b.permission.name}))")
+
+
+# Kafka's SecurityUtils.resourceTypeName, as its audit log writes resources
+_RESOURCE_NAMES = {"TOPIC": "Topic", "GROUP": "Group", "CLUSTER": "Cluster", "TRANSACTIONAL_ID": "TransactionalId", "DELEGATION_TOKEN": "DelegationToken", "USER": "User"}
+
+
+def audit_resource(rtype: ResourceType, name: str) -> str:
+    """``Topic:LITERAL:orders``: how Kafka's audit log names the resource of a check."""
+    return f"{_RESOURCE_NAMES.get(rtype.name, rtype.name)}:LITERAL:{name}"
+
+
 class Authorizer:
     """The bindings in memory, indexed by resource type and literal name, and the decisions."""
 
@@ -298,6 +312,26 @@ class Authorizer:
         if allowed:
             return True
         return False if any_acl else self.allow_if_no_acl
+
+    def rule(self, principal: str, host: str, op: Operation, rtype: ResourceType, name: str) -> tuple[bool, str]:
+        """``authorize``'s decision and the rule that made it, as Kafka's audit log names it
+        (``SuperUser``, ``MatchingAcl(acl=StandardAcl(...))``, ``DefaultAllow``, ``DefaultDeny``).
+        Only for the audit log: it walks the bindings again."""
+        if principal in self.super_users:
+            return True, "SuperUser"
+        principals = (principal, WILDCARD_PRINCIPAL)
+        any_acl, allow = False, None
+        for b in self._concerning(rtype, name):
+            any_acl = True
+            result = _applies(b, principals, host, op)
+            if result == Permission.DENY:
+                return False, _matching(b)
+            if result == Permission.ALLOW and allow is None:
+                allow = b
+        if allow is not None:
+            return True, _matching(allow)
+        ok = False if any_acl else self.allow_if_no_acl
+        return ok, "DefaultAllow" if ok else "DefaultDeny"
 
     def authorized_operations(self, principal: str, host: str, rtype: ResourceType, name: str) -> int:
         """The bit field of authorized-operations fields: bit ``op`` set for each supported operation allowed."""

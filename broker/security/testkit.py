@@ -17,7 +17,23 @@ generated user (``alice``, a random password) or ``users`` for PLAIN and
 SCRAM (kafkalite's ``user_<name>`` JAAS options), and OAUTHBEARER's unsecured
 tokens, whose principal is the user's name. ``plaintext=True`` adds a
 PLAINTEXT listener after it (``broker.listeners["PLAINTEXT"]``), for admin
-tools that should not need credentials.
+tools that should not need credentials. ``hostnames`` adds names to the
+broker certificate's (it always has localhost, 127.0.0.1 and ::1).
+
+ACLs: ``acls=[...]`` and/or ``super_users=[...]`` turn Kafka's
+StandardAuthorizer on (``authorizer.class.name``, ``super.users``), and the
+broker starts with those bindings (``BrokerThread(settings=sec.settings,
+acls=sec.acls)``; the pytest plugin does that). A binding is a
+``broker.security.authorizer.AclBinding``, or a dict by its field names with
+Kafka's words, where only ``resource_type``, ``name`` and ``operation`` are
+needed (``pattern_type`` LITERAL, ``principal`` the first user's, ``host``
+``*``, ``permission`` ALLOW)::
+
+    secured("SASL_PLAINTEXT", acls=[{"resource_type": "TOPIC", "name": "orders-", "pattern_type": "PREFIXED", "operation": "WRITE"}],
+            super_users=["User:admin"], plaintext=True)
+
+With ACLs on, the PLAINTEXT listener's anonymous clients (``plaintext=True``)
+are super users, as the admin tools it is for need.
 """
 
 from __future__ import annotations
@@ -77,6 +93,7 @@ class Secured:
     certs: object = None  # broker.security.certs.Certs for SSL protocols
     client_auth: str = "none"
     extra: dict = field(default_factory=dict)
+    acls: list = field(default_factory=list)  # AclBindings the broker starts with (ACLs on when given)
 
     @property
     def user(self) -> str:
@@ -186,6 +203,9 @@ def secured(
     tmp_dir: str | Path | None = None,
     plaintext: bool = False,
     host: str = "127.0.0.1",
+    hostnames=(),
+    acls=None,
+    super_users=None,
 ) -> Secured:
     """Settings for a broker with one ``protocol`` listener and generated credentials (see the module docstring)."""
     protocol = protocol.upper()
@@ -199,7 +219,7 @@ def secured(
         from .certs import generate
 
         d = Path(tmp_dir) if tmp_dir is not None else Path(tempfile.mkdtemp(prefix="kafkalite-certs-"))
-        certs = generate(d / "certs", clients=list(users) if client_auth != "none" else ())
+        certs = generate(d / "certs", hostnames=hostnames, clients=list(users) if client_auth != "none" else ())
         settings.update({"ssl.keystore.location": str(certs.broker), "ssl.truststore.location": str(certs.ca)})
         if client_auth != "none":
             key = "ssl.client.auth" if protocol == "SSL" else f"listener.name.{protocol.lower()}.ssl.client.auth"
@@ -217,4 +237,24 @@ def secured(
                 continue
             module = _MODULES["PLAIN"] if m == "PLAIN" else _MODULES["SCRAM"]
             settings[f"{prefix}.{m.lower()}.sasl.jaas.config"] = jaas_line(module, {f"user_{u}": p for u, p in users.items()})
-    return Secured(protocol, mechs, users, settings, certs, client_auth)
+    bindings: list = []
+    if acls is not None or super_users is not None:
+        from .authorizer import CLASS_NAME
+
+        bindings = [acl_binding(a, f"User:{next(iter(users))}") for a in acls or ()]
+        supers = list(super_users or ()) + (["User:ANONYMOUS"] if plaintext else [])
+        settings["authorizer.class.name"] = CLASS_NAME
+        if supers:
+            settings["super.users"] = ";".join(supers)
+    return Secured(protocol, mechs, users, settings, certs, client_auth, acls=bindings)
+
+
+def acl_binding(spec, principal: str = "User:ANONYMOUS"):
+    """An AclBinding from one (returned as is) or from a dict of its fields by name (Kafka's words:
+    ``TOPIC``, ``PREFIXED``, ``WRITE``, ``DENY``); ``principal`` when the dict names none."""
+    from .authorizer import AclBinding
+
+    if isinstance(spec, AclBinding):
+        return spec
+    d = {"pattern_type": "LITERAL", "principal": principal, "host": "*", "permission": "ALLOW", **spec}
+    return AclBinding.from_json({k: v.upper() if k in ("resource_type", "pattern_type", "operation", "permission") else v for k, v in d.items()})

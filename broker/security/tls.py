@@ -19,6 +19,7 @@ DER by the small parser below (no dependency).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import ssl
@@ -228,3 +229,151 @@ def peer_principal(transport) -> str | None:
         return "User:" + subject_dn(der)
     except DerError:
         return None
+
+
+# -- the handshake -------------------------------------------------------------------------------
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A failed handshake's kind, for the metric's label (a small fixed set)."""
+    if isinstance(exc, TimeoutError) or (isinstance(exc, ConnectionAbortedError) and "timeout" in str(exc).lower()):
+        return "timeout"  # ssl.handshake.timeout.ms (asyncio says ConnectionAbortedError)
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return "certificate"  # the client's certificate, refused by the trust store
+    if isinstance(exc, ssl.SSLError):
+        reason = getattr(exc, "reason", "") or ""
+        if "ALERT" in reason:
+            return "alert"  # the client gave up with an alert: it did not trust us (unknown CA), no common version...
+        if isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
+            return "closed"
+        return "protocol"  # not TLS (a plaintext client, garbage), or no cipher in common
+    if isinstance(exc, (ConnectionError, EOFError, OSError)):
+        return "closed"
+    return "other"
+
+
+def failure_detail(exc: BaseException) -> str:
+    """One short line about the failure: OpenSSL's reason, never data the client sent."""
+    if isinstance(exc, ssl.SSLError):
+        return getattr(exc, "reason", None) or getattr(exc, "verify_message", None) or type(exc).__name__
+    return type(exc).__name__
+
+
+class TlsAccept:
+    """A TLS listener's connection from accept until its handshake is done.
+
+    The listener's server is a plain one whose protocol is this: at accept it
+    counts the connection in (``Broker.admit``: ``max.connections`` and
+    ``max.connections.per.ip`` see connections still in their handshake, which
+    an ``ssl=`` server would create only after it), then upgrades the socket
+    with ``loop.start_tls``. Handshake done: the KafkaConnection takes the TLS
+    transport. Failed (not TLS, refused certificate, an alert from the client,
+    closed, ``ssl.handshake.timeout.ms``): ``Broker.tls_failed`` logs and counts
+    it.
+
+    ``start_tls`` is driven by hand from ``connection_made`` rather than by a
+    task: its first step (the TLS protocol takes the socket) must happen before
+    anything is read, and uvloop starts reading right after ``connection_made``
+    whatever it did (a task's first step would come too late, and a ClientHello
+    read by this object would be lost). Between the end of the handshake and the
+    connection taking over, the TLS transport may deliver data already
+    received: kept here and replayed.
+    """
+
+    __slots__ = ("broker", "listener", "conn", "transport", "ip", "step", "early", "eof", "lost", "_peer")
+
+    def __init__(self, broker, listener, conn) -> None:
+        self.broker = broker
+        self.listener = listener
+        self.conn = conn
+        self.transport = None
+        self.ip: str | None = None  # as Broker.admit counted it
+        self.step = None  # the start_tls coroutine while the handshake runs
+        self.early: list[bytes] | None = None
+        self.eof = False
+        self.lost: tuple[BaseException | None] | None = None
+        self._peer: str | None = None
+
+    @property
+    def peer(self) -> str:
+        if self._peer is None:
+            try:
+                addr = self.transport.get_extra_info("peername")
+            except Exception:  # noqa: BLE001 - closed already
+                addr = None
+            self._peer = f"{addr[0]}:{addr[1]}" if addr else "?"
+        return self._peer
+
+    # asyncio.Protocol: of the plain transport until start_tls takes it, then of the TLS one until the connection does
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        broker = self.broker
+        if not broker.admit(self, transport):
+            transport.close()
+            return
+        self.peer  # noqa: B018 - while the socket is open
+        broker.handshaking.add(self)
+        self.step = broker.loop.start_tls(
+            transport, self, self.listener.security.ssl_context, server_side=True, ssl_handshake_timeout=broker.security.handshake_timeout_s
+        )
+        self._advance(None)
+
+    def data_received(self, data: bytes) -> None:
+        if self.early is None:
+            self.early = []
+        self.early.append(data)
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        return False
+
+    def connection_lost(self, exc) -> None:
+        self.lost = (exc,)
+
+    def _advance(self, _waited) -> None:
+        """One step of start_tls (a task's work): on to the next future, or the end."""
+        try:
+            waiting = self.step.send(None)
+        except StopIteration as done:
+            self._established(done.value)
+            return
+        except (Exception, asyncio.CancelledError) as exc:  # every way a handshake fails is the client's
+            self._release()
+            self.transport.abort()
+            if not isinstance(exc, asyncio.CancelledError):
+                self.broker.tls_failed(self, exc)
+            return
+        waiting._asyncio_future_blocking = False
+        waiting.add_done_callback(self._advance)
+
+    def _established(self, tls) -> None:
+        self.broker.handshaking.discard(self)
+        self.step = None
+        conn = self.conn
+        conn.ip = self.ip  # counted at accept, under this address
+        tls.set_protocol(conn)
+        conn.connection_made(tls, admitted=True)
+        for data in self.early or ():
+            conn.data_received(data)
+        self.early = None
+        if self.eof and not conn.eof_received():
+            tls.close()
+        if self.lost is not None:
+            conn.connection_lost(self.lost[0])
+
+    def _release(self) -> None:
+        """Count out a connection whose handshake did not finish."""
+        broker = self.broker
+        broker.handshaking.discard(self)
+        self.step = None
+        if self.ip is not None:
+            broker._forget_ip(self.ip)
+            self.ip = None
+
+    def abort(self) -> None:
+        """The broker stops: a handshake in progress ends."""
+        step = self.step
+        if step is not None:
+            self._release()
+            step.close()  # start_tls closes the transport on its way out
+            self.transport.abort()

@@ -12,6 +12,11 @@ member that waits for partitions or must revoke some
 turned off here by setting it to the plain interval: the suite compares
 kafkalite with Kafka's behaviour, and that lever is a documented departure from
 it. Its own tests are in tests/unit (the consumer-group shard tests).
+
+Scenarios marked ``listener="SASL_PLAINTEXT"`` get a second pair
+(``conformance_sasl_brokers``, started only when one of them runs): the same
+settings plus a SASL_PLAINTEXT listener with PLAIN, where the driver's
+connections log in before the scenario's requests.
 """
 
 from __future__ import annotations
@@ -131,6 +136,75 @@ def conformance_brokers():
     yield {"kafkalite": lite, "kafka": kafka}
     try:
         lite.stop()  # raises HandlerFailed if a handler raised during the module
+    finally:
+        kafka.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+SASL_USER, SASL_PASSWORD = "cf-user", "cf-password-1"
+SASL_PROPERTIES = {  # both brokers': a PLAINTEXT listener (and Kafka's controller) and a SASL_PLAINTEXT one with PLAIN
+    "sasl.enabled.mechanisms": "PLAIN",
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+        f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{SASL_USER}="{SASL_PASSWORD}";',
+}
+# KAFKALITE_ARGS as settings, for the in-process broker of the SASL pair
+KAFKALITE_SETTINGS = {
+    "group.initial.rebalance.delay.ms": 0,
+    "group.min.session.timeout.ms": CLASSIC_MIN_SESSION_MS,
+    "group.consumer.heartbeat.interval.ms": CONSUMER_HEARTBEAT_MS,
+    "group_consumer_pending_heartbeat_interval_ms": CONSUMER_HEARTBEAT_MS,
+    "group.consumer.session.timeout.ms": CONSUMER_SESSION_MS,
+    "offsets.topic.num.partitions": 50,
+    "num.partitions": 1,
+    "auto.create.topics.enable": "true",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": TXN_ABORT_CHECK_MS,
+}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def conformance_sasl_brokers():
+    """For the scenarios played on a SASL listener (``@scenario(..., listener="SASL_PLAINTEXT")``): another pair,
+    with the conformance settings plus a SASL_PLAINTEXT listener where user ``SASL_USER`` logs in with PLAIN.
+    kafkalite runs in this process (``BrokerThread``: named listeners); Kafka as the other pair's.
+    {"kafkalite": address, "kafka": address, "login": (user, password)}, the SASL listeners' addresses."""
+    from broker.testing import BrokerThread
+
+    ok, reason = reference_kafka.available()
+    if not ok:
+        pytest.skip(reason)
+    root = Path(tempfile.mkdtemp(prefix="conformance-sasl-"))
+    lite = BrokerThread(root / "kafkalite", log_level="warning", settings={
+        **KAFKALITE_SETTINGS, **SASL_PROPERTIES, "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+    })
+    kafka = reference_kafka.ReferenceKafka(root / "kafka", config=KAFKA_CONFIG)
+    kafka.port, kafka.controller_port, sasl_port = _free_port(), _free_port(), _free_port()
+    kafka.config.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{kafka.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port},CONTROLLER://127.0.0.1:{kafka.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{kafka.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        **SASL_PROPERTIES,
+    })
+    try:
+        lite.start()
+        kafka.start()
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            for f in [pool.submit(warm_up, lite.listeners["PLAINTEXT"]), pool.submit(warm_up, kafka.bootstrap)]:
+                f.result()
+    except BaseException:
+        lite.close()
+        kafka.kill()
+        raise
+    yield {"kafkalite": lite.listeners["SASL_PLAINTEXT"], "kafka": f"127.0.0.1:{sasl_port}", "login": (SASL_USER, SASL_PASSWORD)}
+    try:
+        lite.close()  # raises HandlerFailed if a handler raised
     finally:
         kafka.stop()
         shutil.rmtree(root, ignore_errors=True)

@@ -188,9 +188,10 @@ def legacy_message_set(values: list[bytes], magic: int = 1) -> bytes:
 class Driver:
     """One scenario's connections to one broker, and what it observed."""
 
-    def __init__(self, kind: str, bootstrap: str, prefix: str) -> None:
+    def __init__(self, kind: str, bootstrap: str, prefix: str, login: tuple[str, str] | None = None) -> None:
         self.kind = kind
         self.bootstrap = bootstrap
+        self.login = login  # (user, password) on a SASL listener: connections log in with PLAIN first
         self.prefix = prefix  # unique per scenario and broker; stripped from names
         self.observations: list[dict] = []
         self._conns: dict[str, Conn] = {}
@@ -241,8 +242,29 @@ class Driver:
 
     def conn(self, name: str = "main") -> Conn:
         if name not in self._conns:
-            self._conns[name] = Conn(self.bootstrap, client_id=f"cc-{name}")
+            c = Conn(self.bootstrap, client_id=f"cc-{name}")
+            if self.login is not None:
+                self._log_in(c)
+            self._conns[name] = c
         return self._conns[name]
+
+    def unauthenticated(self, name: str) -> Conn:
+        """A connection under ``name`` that has not logged in (on a SASL listener: for the exchange itself)."""
+        old = self._conns.pop(name, None)
+        if old is not None:
+            old.close()
+        c = self._conns[name] = Conn(self.bootstrap, client_id=f"cc-{name}")
+        return c
+
+    def _log_in(self, c: Conn) -> None:
+        """SaslHandshake v1 (PLAIN), then SaslAuthenticate v2 with the user's token; raises if refused."""
+        user, password = self.login
+        r = c.request(17, 1, {"mechanism": "PLAIN"})
+        if r.error_code != 0:
+            raise RuntimeError(f"SaslHandshake refused: {r.error_code}")
+        r = c.request(36, 2, {"auth_bytes": b"\0" + user.encode() + b"\0" + password.encode()})
+        if r.error_code != 0:
+            raise RuntimeError(f"SaslAuthenticate refused: {r.error_code} {r.error_message}")
 
     def fresh(self, name: str) -> Conn:
         """A new connection under ``name`` (closing the old one)."""

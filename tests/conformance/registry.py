@@ -16,6 +16,7 @@ class Scenario:
     area: str
     fn: Callable[[Driver], None]
     doc: str = ""
+    listener: str | None = None  # "SASL_PLAINTEXT": played on the brokers' SASL listener, logged in (conftest)
 
 
 @dataclass
@@ -40,13 +41,14 @@ AREAS = {
 }
 
 
-def scenario(area: str):
+def scenario(area: str, listener: str | None = None):
     assert area in AREAS, area
+    assert listener in (None, "SASL_PLAINTEXT"), listener
 
     def register(fn: Callable[[Driver], None]) -> Callable[[Driver], None]:
         name = f"{area}.{fn.__name__}"
         assert name not in SCENARIOS, f"duplicate scenario {name}"
-        SCENARIOS[name] = Scenario(name, area, fn, (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "")
+        SCENARIOS[name] = Scenario(name, area, fn, (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "", listener)
         return fn
 
     return register
@@ -58,9 +60,10 @@ def load_all() -> dict[str, Scenario]:
     return SCENARIOS
 
 
-def run(sc: Scenario, kind: str, bootstrap: str) -> Outcome:
+def run(sc: Scenario, kind: str, bootstrap: str, login: tuple[str, str] | None = None) -> Outcome:
+    """Play ``sc`` against one broker; ``login`` (user, password): every ``d.conn`` logs in with SASL PLAIN first."""
     prefix = f"cf{uuid.uuid4().hex[:8]}-"
-    d = Driver(kind, bootstrap, prefix)
+    d = Driver(kind, bootstrap, prefix, login=login)
     out = Outcome()
     try:
         sc.fn(d)

@@ -50,11 +50,18 @@ def _error_step(outcome) -> list[dict]:
 
 
 @pytest.mark.parametrize("name", list(_params()))
-def test_conformance(name, conformance_brokers):
+def test_conformance(name, request):
     sc = SCENARIOS[name]
+    login = None
+    if sc.listener == "SASL_PLAINTEXT":  # a pair of brokers of its own, started only when such a scenario runs
+        brokers = request.getfixturevalue("conformance_sasl_brokers")
+        lite_address, kafka_address, login = brokers["kafkalite"], brokers["kafka"], brokers["login"]
+    else:
+        brokers = request.getfixturevalue("conformance_brokers")
+        lite_address, kafka_address = brokers["kafkalite"].bootstrap, brokers["kafka"].bootstrap
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        f_lite = pool.submit(run, sc, "kafkalite", conformance_brokers["kafkalite"].bootstrap)
-        f_kafka = pool.submit(run, sc, "kafka", conformance_brokers["kafka"].bootstrap)
+        f_lite = pool.submit(run, sc, "kafkalite", lite_address, login)
+        f_kafka = pool.submit(run, sc, "kafka", kafka_address, login)
         lite, kafka = f_lite.result(), f_kafka.result()
     a = lite.observations + _error_step(lite)
     b = kafka.observations + _error_step(kafka)

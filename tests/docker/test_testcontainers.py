@@ -78,3 +78,53 @@ def test_a_broker_that_cannot_start_fails_fast_with_its_logs(tc, kafkalite_image
             pass
     assert time.monotonic() - t0 < 20
     assert "KAFKALITE_NUM_PARTITIONS" in str(failure.value) or "num_partitions" in str(failure.value).lower(), failure.value
+
+
+def test_with_sasl_ssl_serves_generated_credentials(tc, kafkalite_image):
+    """confluent-kafka produces and consumes over SASL_SSL with what get_client_config() gives; a wrong
+    password or a client that does not trust the generated CA is refused."""
+    from confluent_kafka import Consumer, KafkaError, Producer
+
+    container = KafkaliteContainer(kafkalite_image).with_sasl_ssl(mechanisms=("SCRAM-SHA-512", "PLAIN"), users={"alice": "alice-tc-pw"})
+    with container.with_kwargs(labels={LABEL.split("=")[0]: LABEL.split("=")[1]}) as kafka:
+        conf = kafka.get_client_config()
+        assert conf["security.protocol"] == "SASL_SSL" and conf["sasl.mechanism"] == "SCRAM-SHA-512"
+        assert (conf["sasl.username"], conf["sasl.password"]) == ("alice", "alice-tc-pw")
+        assert conf["ssl.ca.location"] == str(kafka.ca_file) and "BEGIN CERTIFICATE" in kafka.ca_file.read_text()
+        for mechanism in ("SCRAM-SHA-512", "PLAIN"):
+            topic = f"tc-sasl-{mechanism.lower()}"
+            p = Producer(kafka.get_client_config(mechanism=mechanism))
+            for i in range(5):
+                p.produce(topic, f"{mechanism}-{i}".encode(), partition=0)
+            assert p.flush(30) == 0
+            c = Consumer({**kafka.get_client_config(mechanism=mechanism), "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+            got: list[bytes] = []
+            try:
+                c.subscribe([topic])
+                deadline = time.monotonic() + 30
+                while len(got) < 5 and time.monotonic() < deadline:
+                    m = c.poll(0.5)
+                    if m is not None and m.error() is None:
+                        got.append(m.value())
+            finally:
+                c.close()
+            assert got == [f"{mechanism}-{i}".encode() for i in range(5)]
+        assert _first_error({**conf, "sasl.password": "wrong"}) == KafkaError._AUTHENTICATION
+        untrusted = dict(conf)
+        del untrusted["ssl.ca.location"]  # the system's CAs only
+        assert _first_error(untrusted) == KafkaError._SSL
+        ca = kafka.ca_file
+    assert not ca.exists()  # the host's copies of the credentials go with the container
+
+
+def _first_error(conf: dict, timeout: float = 30):
+    """The code of the first error a producer with ``conf`` reports while it connects."""
+    from confluent_kafka import Producer
+
+    errors: list = []
+    p = Producer({**conf, "error_cb": errors.append})
+    deadline = time.monotonic() + timeout
+    while not errors and time.monotonic() < deadline:
+        p.poll(0.2)
+    assert errors, "no error reported"
+    return errors[0].code()

@@ -492,6 +492,13 @@ _INTS = {
     "committed_leader_epoch": -1,
     "last_fetched_epoch": -1,
     "log_start_offset": -1,
+    # the ACL APIs' codes: 0 (UNKNOWN) closes the connection, as Kafka's parser does, so the samples name
+    # TOPIC/LITERAL/READ/ALLOW, and ANY in filters
+    "resource_pattern_type": 3,
+    "resource_type_filter": 1,
+    "pattern_type_filter": 1,
+    "operation": 3,
+    "permission_type": 3,
 }
 _DURATIONS = {"max_wait": 0, "timeout": 1000, "session_timeout": 10_000, "rebalance_timeout": 10_000, "retention_time": -1, "transaction_timeout": 60_000}
 

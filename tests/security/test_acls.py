@@ -5,8 +5,10 @@ whose anonymous clients are super users (Kafka's own controller connection is
 anonymous, so it must be one), and a SASL_PLAINTEXT listener with PLAIN users
 alice, bob and admin (``super.users`` names User:admin). ACLs are made with
 confluent-kafka's admin client on the PLAINTEXT listener, and with Kafka's own
-``kafka-acls`` (org.apache.kafka.tools.AclCommand). Every test asserts the same
-outcome on both brokers (``acl_target`` and ``open_target`` are parametrised).
+``kafka-acls`` (org.apache.kafka.tools.AclCommand; tests/reference_kafka.py
+fetches its jar from Maven Central, as it does the broker's). Every test
+asserts the same outcome on both brokers (``acl_target`` and ``open_target``
+are parametrised).
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import socket
 import subprocess
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -26,7 +27,6 @@ from tests import reference_kafka
 
 USERS = {"alice": "alice-pw-1", "bob": "bob-pw-2", "admin": "admin-pw-3"}
 JAAS = "org.apache.kafka.common.security.plain.PlainLoginModule required " + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";"
-TOOLS_JAR = Path.home() / ".m2" / "repository" / "org" / "apache" / "kafka" / "kafka-tools" / "4.1.0" / "kafka-tools-4.1.0.jar"
 
 
 def _free_port() -> int:
@@ -211,10 +211,15 @@ def test_allow_everyone_if_no_acl_found(open_target):
 
 
 def _kafka_acls(target: AclTarget, *args: str) -> str:
-    if not reference_kafka.available()[0] or not TOOLS_JAR.exists():
-        pytest.skip("kafka-acls needs Java and kafka-tools-4.1.0.jar in ~/.m2")
+    ok, reason = reference_kafka.available()
+    if not ok:
+        pytest.skip(f"kafka-acls needs Java and Kafka's jars: {reason}")
+    try:
+        classpath = reference_kafka.tools_classpath()  # kafka-tools from Maven Central, once
+    except RuntimeError as e:
+        pytest.skip(f"kafka-acls unavailable: {e}")
     java = shutil.which("java") or "java"
-    proc = subprocess.run([java, "-Xmx256m", "-cp", f"{reference_kafka.LIBS}/*:{TOOLS_JAR}", "org.apache.kafka.tools.AclCommand",
+    proc = subprocess.run([java, "-Xmx256m", "-cp", classpath, "org.apache.kafka.tools.AclCommand",
                            "--bootstrap-server", target.plaintext, *args], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
@@ -279,8 +284,7 @@ def test_acl_apis_answer_as_kafka(acl_target):
         # MATCH: the prefixed binding applies to a longer name; the group's does not
         d = c.request(29, 3, {**flt, "resource_type_filter": 2, "resource_name_filter": name + "-x", "pattern_type_filter": 2})
         assert [(x.resource_name, x.pattern_type) for x in d.resources] == [(name, 4)]
-        # (an UNKNOWN field, code 0, is not asked here: Kafka's request parser refuses it and closes the
-        # connection, where kafkalite answers INVALID_REQUEST; docs/security.md)
+        # (an UNKNOWN field, code 0, closes the connection: test_an_unknown_code_closes_the_connection)
         gone = c.request(31, 3, {"filters": [{**flt, "resource_type_filter": 3}, {**flt, "resource_type_filter": 3}]})
         assert [[(m.resource_type, m.resource_name, m.permission_type) for m in f.matching_acls] for f in gone.filter_results] == [[(3, name, 2)]] * 2
     with Raw(acl_target.sasl) as c:  # alice: no ALTER or DESCRIBE on the cluster
@@ -289,3 +293,96 @@ def test_acl_apis_answer_as_kafka(acl_target):
         assert c.request(29, 3, flt).error_code == ErrorCode.cluster_authorization_failed
         assert [x.error_code for x in c.request(30, 3, {"creations": creations[:1]}).results] == [ErrorCode.cluster_authorization_failed]
         assert [x.error_code for x in c.request(31, 3, {"filters": [flt]}).filter_results] == [ErrorCode.cluster_authorization_failed]
+
+
+def test_metadata_lists_topics_refused_describe_last(acl_target):
+    """A Metadata request by name: the topics described first, then those refused CREATE (auto-creation
+    asked for, an invalid name too), then those refused DESCRIBE, whatever the order asked (four topics:
+    Kafka's Scala sets keep the request's order within each group up to four)."""
+    import uuid as _uuid
+
+    from protocol.errors import ErrorCode
+
+    from .raw import Raw, plain_token
+
+    prefix = _name("md") + "-"
+    hidden, shown, missing, invalid = _name("hidden"), prefix + "shown", prefix + "missing", prefix + "not valid!"
+    acl_target.create_topics(hidden, shown)
+    acl_target.add_acls(_acl(prefix, "DESCRIBE", pattern="PREFIXED"))
+    zero = _uuid.UUID(int=0)
+    with Raw(acl_target.sasl) as c:
+        c.handshake("PLAIN")
+        assert c.authenticate(plain_token("alice", USERS["alice"])).error_code == ErrorCode.none
+        r = c.request(3, 12, {"topics": [{"topic_id": zero, "name": n} for n in (hidden, missing, shown, invalid)],
+                              "allow_auto_topic_creation": True, "include_topic_authorized_operations": False})
+        # (the codec reads the zero id as None): no id for a topic the client may not see
+        assert [(t.name, t.error_code, t.topic_id in (None, zero), len(t.partitions)) for t in r.topics] == [
+            (shown, ErrorCode.none, False, 1),
+            (missing, ErrorCode.topic_authorization_failed, True, 0),
+            (invalid, ErrorCode.topic_authorization_failed, True, 0),
+            (hidden, ErrorCode.topic_authorization_failed, True, 0),
+        ]
+        # without auto-creation: the topics that exist, then those that do not (unknown, invalid), then the refused
+        r = c.request(3, 12, {"topics": [{"topic_id": zero, "name": n} for n in (hidden, missing, shown, invalid)],
+                              "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        assert [(t.name, t.error_code) for t in r.topics] == [
+            (shown, ErrorCode.none),
+            (missing, ErrorCode.unknown_topic_or_partition),
+            (invalid, ErrorCode.invalid_topic_exception),
+            (hidden, ErrorCode.topic_authorization_failed),
+        ]
+
+
+_UNKNOWN_CASES = [
+    # (api, the request's body with one field set to code 0, UNKNOWN)
+    *((30, field) for field in ("resource_type", "resource_pattern_type", "operation", "permission_type")),
+    *((29, field) for field in ("resource_type_filter", "pattern_type_filter", "operation", "permission_type")),
+    *((31, field) for field in ("resource_type_filter", "pattern_type_filter", "operation", "permission_type")),
+]
+
+
+def _acl_request(api: int, **fields) -> dict:
+    creation = {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3, "principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3}
+    flt = {"resource_type_filter": 2, "resource_name_filter": "t", "pattern_type_filter": 3, "principal_filter": None, "host_filter": None, "operation": 3, "permission_type": 3}
+    if api == 30:
+        return {"creations": [{**creation, **fields}]}
+    if api == 29:
+        return {**flt, **fields}
+    return {"filters": [{**flt, **fields}]}
+
+
+@pytest.mark.parametrize(("api", "field"), _UNKNOWN_CASES, ids=[f"{a}-{f}" for a, f in _UNKNOWN_CASES])
+def test_an_unknown_code_closes_the_connection(acl_target, api, field):
+    """UNKNOWN (0) as a resource type, pattern type, operation or permission: Kafka's request classes
+    refuse it while parsing, and the broker closes the connection without an answer (before any
+    authorization: alice, who may not touch ACLs at all, is not told so)."""
+    from protocol.errors import ErrorCode
+
+    from .raw import Raw, plain_token
+
+    with Raw(acl_target.plaintext) as c:
+        c.send(api, 3, _acl_request(api, **{field: 0}))
+        assert c.closed()
+    with Raw(acl_target.sasl) as c:
+        c.handshake("PLAIN")
+        assert c.authenticate(plain_token("alice", USERS["alice"])).error_code == ErrorCode.none
+        c.send(api, 3, _acl_request(api, **{field: 0}))
+        assert c.closed()
+
+
+def test_a_code_out_of_range_is_unknown_to_the_handler(acl_target):
+    """A code Kafka has no name for (99) passes the parser's check, which compares with 0, and
+    becomes UNKNOWN in the handler: INVALID_REQUEST with the handler's message."""
+    from protocol.errors import ErrorCode
+
+    from .raw import Raw
+
+    with Raw(acl_target.plaintext) as c:
+        d = c.request(29, 3, _acl_request(29, resource_type_filter=99))
+        e = c.request(29, 3, _acl_request(29, operation=99))
+        f = c.request(31, 3, _acl_request(31, pattern_type_filter=99))
+        g = c.request(30, 3, _acl_request(30, permission_type=99))
+    assert (d.error_code, d.error_message, list(d.resources)) == (ErrorCode.none, "", [])  # matches nothing
+    assert (e.error_code, e.error_message, list(e.resources)) == (ErrorCode.none, "", [])
+    assert [(x.error_code, x.error_message) for x in f.filter_results] == [(ErrorCode.invalid_request, "Unknown patternFilter.")]
+    assert [(x.error_code, x.error_message) for x in g.results] == [(ErrorCode.invalid_request, "Invalid permissionType UNKNOWN")]

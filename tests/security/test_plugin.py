@@ -58,3 +58,47 @@ def test_mutual_tls(kafkalite_secure_broker):
         c.request(18, 3, {"client_software_name": "raw", "client_software_version": "1"})
         principals = {c.principal for c in b.broker.server.connections}
     assert f"User:CN={b.security.user},O=kafkalite" in principals
+
+
+@pytest.mark.kafkalite_security(
+    "SASL_PLAINTEXT", mechanisms=["PLAIN"], users={"alice": "alice-pw", "bob": "bob-pw", "admin": "admin-pw"}, plaintext=True,
+    acls=[{"resource_type": "TOPIC", "name": "acl-", "pattern_type": "PREFIXED", "operation": "WRITE"},
+          {"resource_type": "TOPIC", "name": "acl-orders", "operation": "READ", "principal": "User:bob"}],
+    super_users=["User:admin"],
+)
+def test_marker_preloads_acls_and_super_users(kafkalite_secure_broker):
+    """The marker's ACLs are there from the start: alice (the first user, the dicts' default principal) may
+    write under the prefix only, bob may not write, admin is a super user, the PLAINTEXT listener's
+    anonymous admin clients too."""
+    from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, AdminClient, ResourcePatternType, ResourceType
+
+    b = kafkalite_secure_broker
+    sec = b.security
+    assert b.config.authorizer_class_name and sec.settings["super.users"] == "User:admin;User:ANONYMOUS"
+    b.create_topic("acl-orders")
+    b.create_topic("other")
+
+    def produce(user: str, topic: str) -> str:
+        outcome = []
+        p = Producer({"bootstrap.servers": b.bootstrap_servers, **sec.librdkafka(user=user), "message.timeout.ms": 10000})
+        p.produce(topic, b"v", callback=lambda err, msg: outcome.append("delivered" if err is None else err.name()))
+        p.flush(30)
+        return outcome[0]
+
+    assert produce("alice", "acl-orders") == "delivered"
+    assert produce("alice", "other") == "TOPIC_AUTHORIZATION_FAILED"
+    assert produce("bob", "acl-orders") == "TOPIC_AUTHORIZATION_FAILED"
+    assert produce("admin", "other") == "delivered"
+    admin = AdminClient({"bootstrap.servers": b.listeners["PLAINTEXT"]})
+    flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY)
+    listed = sorted((x.name, x.principal, x.operation.name) for x in admin.describe_acls(flt).result(30))
+    assert listed == [("acl-", "User:alice", "WRITE"), ("acl-orders", "User:bob", "READ")]
+
+
+def test_acls_without_an_authorizer_are_refused():
+    from broker.testing import BrokerThread, secured
+
+    with pytest.raises(ValueError, match="authorizer"):
+        BrokerThread(acls=[{"resource_type": "TOPIC", "name": "t", "operation": "READ"}])
+    sec = secured("SASL_PLAINTEXT", super_users=["User:admin"])
+    assert sec.acls == [] and sec.settings["super.users"] == "User:admin" and "authorizer.class.name" in sec.settings

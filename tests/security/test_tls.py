@@ -131,6 +131,67 @@ def test_stalled_tls_handshake_is_closed(tmp_path):
         assert not _refused(b.bootstrap_servers, _client_ctx(certs.ca))
 
 
+def _metric(text: str, name: str, **labels) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()))
+
+
+def test_failed_handshakes_are_logged_and_counted(kafkalite_target, rogue_certs):
+    """Garbage instead of a ClientHello, a client that does not trust the broker's CA, a client
+    certificate from another CA: each one log line (no bytes of the client's) and one count."""
+    import structlog
+
+    b = kafkalite_target.handle
+    failures = "kafkalite_tls_handshake_failures_total"
+    before = b.metrics_text()
+    _, rogue_key, rogue_cert = rogue_certs.clients["alice"]
+    garbage = b"GET / HTTP/1.1\r\nX-Secret: do-not-log-me\r\n\r\n"
+    with structlog.testing.capture_logs() as logs:
+        host, port = kafkalite_target.listeners["SSL"].rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=30) as plain:
+            plain.sendall(garbage)
+            assert plain.recv(1024) == b""  # closed (an alert, at most, first)
+        assert _refused(kafkalite_target.listeners["SASL_SSL"], _client_ctx(rogue_certs.ca))
+        assert _refused(kafkalite_target.listeners["MTLS"], _client_ctx(kafkalite_target.certs.ca, rogue_cert, rogue_key))
+        b.wait_for(lambda b: _metric(b.metrics_text(), failures) - _metric(before, failures) >= 3)
+    after = b.metrics_text()
+
+    def delta(**labels):
+        return _metric(after, failures, **labels) - _metric(before, failures, **labels)
+
+    assert delta(listener="SSL", reason="protocol") == 1
+    assert delta(listener="SASL_SSL", reason="alert") == 1
+    assert delta(listener="MTLS", reason="certificate") == 1
+    lines = [e for e in logs if e["event"] == "TLS handshake failed"]
+    assert sorted((e["listener"], e["reason"]) for e in lines) == [("MTLS", "certificate"), ("SASL_SSL", "alert"), ("SSL", "protocol")]
+    assert {e["log_level"] for e in lines} == {"warning"}  # as failed SASL authentications
+    assert all(e["peer"].startswith("127.0.0.1:") and e["detail"] for e in lines), lines
+    assert "do-not-log-me" not in repr(logs)
+
+
+def test_handshakes_in_progress_count_against_max_connections(tmp_path):
+    """Connections that never finish their handshake hold their places from accept: with
+    max.connections of them stuck, the next connection is closed at once; one gone, one more fits."""
+    certs = generate(tmp_path / "certs")
+    settings = {"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(certs.broker), "max.connections": 3, "ssl_handshake_timeout_ms": 60000}
+    with BrokerThread(tmp_path / "data", settings=settings) as b:
+        server = b.broker.server
+        host, port = b.bootstrap_servers.rsplit(":", 1)
+        stuck = [socket.create_connection((host, int(port)), timeout=30) for _ in range(3)]
+        try:
+            b.wait_for(lambda b: len(server.handshaking) == 3)
+            refused = server.refused
+            assert _refused(b.bootstrap_servers, _client_ctx(certs.ca))
+            assert server.refused == refused + 1 and len(server.connections) == 0
+            stuck.pop().close()
+            b.wait_for(lambda b: len(server.handshaking) == 2)
+            assert not _refused(b.bootstrap_servers, _client_ctx(certs.ca))
+        finally:
+            for sock in stuck:
+                sock.close()
+        b.wait_for(lambda b: not server.handshaking)
+
+
 def test_key_store_forms(tmp_path):
     """ssl.keystore.location; inline chain and key with inline trust; an encrypted key with ssl.key.password."""
     from cryptography.hazmat.primitives import serialization

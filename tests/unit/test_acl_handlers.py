@@ -278,3 +278,41 @@ def test_transactional_records_need_write_on_their_transactional_id():
     assert denied_id == no_id == ErrorCode.transactional_id_authorization_failed
     assert plain_records == ErrorCode.none  # not transactional records: the id is not checked, as Kafka
     assert allowed != ErrorCode.transactional_id_authorization_failed  # past the check (the transaction was never begun)
+
+
+def test_the_audit_log_tells_denials_at_info_and_allowances_at_debug(monkeypatch):
+    """Kafka's kafka.authorizer.logger: principal, host, operation, resource, request and rule; filters
+    (an all-topics Metadata) do not log what they leave out."""
+    import logging
+
+    import structlog
+
+    from broker import logs
+
+    async def go():
+        b = await _broker([allow("app-orders", Op.WRITE)])
+        # test brokers log warnings only (broker.testing): let every level through to the capture
+        saved = structlog.get_config()
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+        try:
+            with structlog.testing.capture_logs() as captured:
+                await ask(b.server, 0, 9, _produce("app-orders", "secret"))
+                await ask(b.server, 3, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+            return captured
+        finally:
+            structlog.configure(**saved)
+            await b.stop()
+
+    monkeypatch.setattr(logs, "_level", logging.INFO)
+    lines = [e for e in run(go()) if e.get("logger") == "kafka.authorizer.logger"]
+    assert [(e["log_level"], e["allowed"], e["resource"]) for e in lines] == [("info", False, "Topic:LITERAL:secret")]
+    (denied,) = lines
+    assert denied["event"] == ("Principal = User:alice is Denied operation = WRITE from host = 127.0.0.1 on resource = Topic:LITERAL:secret "
+                               "for request = Produce with resourceRefCount = 1 based on rule DefaultDeny")
+    assert (denied["principal"], denied["host"], denied["operation"], denied["request"]) == ("User:alice", "127.0.0.1", "WRITE", "Produce")
+
+    monkeypatch.setattr(logs, "_level", logging.DEBUG)
+    lines = [e for e in run(go()) if e.get("logger") == "kafka.authorizer.logger"]
+    assert [(e["log_level"], e["allowed"], e["resource"]) for e in lines] == [("debug", True, "Topic:LITERAL:app-orders"), ("info", False, "Topic:LITERAL:secret")]
+    assert lines[0]["rule"] == ("MatchingAcl(acl=StandardAcl(resourceType=TOPIC, resourceName=app-orders, patternType=LITERAL, "
+                                "principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW))")

@@ -192,12 +192,14 @@ def _requests(topic: str, topic_id: uuid.UUID, group: str, version: int, batch: 
 
 
 def _acl_requests(topic: str, version: int) -> dict[int, dict]:
+    # the second DeleteAcls filter: a resource type Kafka has no name for, UNKNOWN to the handler (INVALID_REQUEST);
+    # 0 itself would close the connection, as Kafka's parser does
     acl = {"principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3}
     return {
         30: {"creations": [{"resource_type": 2, "resource_name": f"{topic}-{version}", "resource_pattern_type": 4, **acl}, {"resource_type": 2, "resource_name": "", "resource_pattern_type": 3, **acl}]},
         29: {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1},
         31: {"filters": [{"resource_type_filter": 2, "resource_name_filter": f"{topic}-{version}", "pattern_type_filter": 4, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1},
-                         {"resource_type_filter": 0, "resource_name_filter": None, "pattern_type_filter": 1, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}]},
+                         {"resource_type_filter": 99, "resource_name_filter": None, "pattern_type_filter": 1, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}]},
     }
 
 

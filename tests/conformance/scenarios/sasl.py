@@ -2,15 +2,70 @@
 request handler answers SaslHandshake and SaslAuthenticate with ILLEGAL_SASL_STATE), and SCRAM
 credentials through DescribeUserScramCredentials and AlterUserScramCredentials.
 
-The SASL listeners' own behaviour (unsupported mechanism, bad credentials, the states of the
-exchange, re-authentication) is compared with Kafka 4.1 in tests/security/test_sasl_protocol.py,
-whose two brokers have SASL and TLS listeners; the conformance brokers have one PLAINTEXT listener.
+The scenarios marked ``listener="SASL_PLAINTEXT"`` run on a pair of brokers with a SASL_PLAINTEXT
+listener (conftest's ``conformance_sasl_brokers``): they log in with SaslHandshake and
+SaslAuthenticate PLAIN, then run group APIs on the authenticated connection. The SASL listeners'
+own behaviour in depth (unsupported mechanism, bad credentials, the states of the exchange,
+re-authentication) is compared with Kafka 4.1 in tests/security/test_sasl_protocol.py.
 """
 
 from __future__ import annotations
 
-from ..driver import Driver
+from ..driver import Closed, Driver
 from ..registry import scenario
+from ..steps import cghb, cghb_summary, describe_groups, describe_summary, heartbeat, join_new, join_summary, leave, leave_summary, sync, sync_summary
+
+
+def _log_in_observed(d: Driver, name: str) -> None:
+    """The login's answers, observed: SaslHandshake v1 (PLAIN), SaslAuthenticate v2."""
+    user, password = d.login
+    c = d.unauthenticated(name)
+    r = c.request(17, 1, {"mechanism": "PLAIN"})
+    d.obs("handshake", error=r.error_code, mechanisms=list(r.mechanisms))
+    r = c.request(36, 2, {"auth_bytes": b"\0" + user.encode() + b"\0" + password.encode()})
+    d.obs("authenticate", error=r.error_code, message=r.error_message, auth_bytes=r.auth_bytes, session_lifetime=r.session_lifetime)
+
+
+@scenario("sasl", listener="SASL_PLAINTEXT")
+def login_then_classic_group(d: Driver):
+    """PLAIN login, then a classic group on that connection: join (KIP-394 round trip), sync, heartbeat, describe, leave."""
+    _log_in_observed(d, "main")
+    g = d.group()
+    first, final = join_new(d, "main", g)
+    d.obs("join-first", error=first.error_code)
+    d.obs("join", **join_summary(d, final))
+    r = sync(d, "main", g, final.generation_id, final.member_id, {final.member_id: b"assignment"})
+    d.obs("sync", **sync_summary(d, r))
+    d.obs("heartbeat", error=heartbeat(d, "main", g, final.generation_id, final.member_id).error_code)
+    d.obs("describe", groups=describe_summary(d, describe_groups(d, [g])))
+    d.obs("leave", **leave_summary(d, leave(d, "main", g, [(final.member_id, None)])))
+
+
+@scenario("sasl", listener="SASL_PLAINTEXT")
+def login_then_consumer_group(d: Driver):
+    """PLAIN login, then a KIP-848 member: ConsumerGroupHeartbeat join on a new topic's partitions, then leave."""
+    _log_in_observed(d, "main")
+    g = d.group()
+    t = d.create_topic("t", 2)
+    r = cghb(d, g, "", 0, topics=[t], owned=[])
+    d.obs("join", **cghb_summary(d, r))
+    r = cghb(d, g, r.member_id, -1)
+    d.obs("leave", error=r.error_code, epoch=r.member_epoch)
+
+
+@scenario("sasl", listener="SASL_PLAINTEXT")
+def group_request_before_login(d: Driver):
+    """A group request on a SASL listener before SaslHandshake: the connection is closed without an answer."""
+    c = d.unauthenticated("early")
+    c.send(11, 9, {"group_id": d.group(), "session_timeout": 10000, "rebalance_timeout": 10000, "member_id": "", "group_instance_id": None,
+                   "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}], "reason": None})
+    try:
+        c.recv()
+        d.obs("answered")
+    except Closed:
+        d.obs("closed")
+    r = d.req(18, 3, {"client_software_name": "cf", "client_software_version": "1"})  # a new, logged-in connection works
+    d.obs("after", error=r.error_code)
 
 
 @scenario("sasl")

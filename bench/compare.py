@@ -63,7 +63,9 @@ from .spawn import ROOT, Broker
 KAFKALITE, KAFKA, KFAKE = "kafkalite", "Kafka", "kfake"
 KFAKE_SRC = ROOT / "bench" / "kfake"
 KFAKE_BUILD = ROOT / "build" / "kfake"  # outside git (.gitignore: build/)
-PHASES = ("startup", "idle", "throughput", "fetch", "commits", "txn", "rebalances", "k848", "load")
+PHASES = ("startup", "idle", "throughput", "fetch", "commits", "txn", "rebalances", "k848", "load", "tls")
+# TLS: bench.tls_cost's brokers (PLAINTEXT, SSL and SASL_SSL listeners), MB each way per round, rounds, connections per kind
+TLS_MB, TLS_ROUNDS, TLS_CONNECTIONS = 50.0, 3, 100
 FETCH_SIZES = (4 * 1024 * 1024, 16 * 1024 * 1024)
 LOAD_TOPIC, LOAD_PARTITIONS = "bench-load", 100
 KFAKE_COMPACT_BYTES = 1 << 40
@@ -381,6 +383,7 @@ class Side:
     skipped: dict = field(default_factory=dict)  # workload -> why this broker does not run it
     txn: list = field(default_factory=list)  # bench.txn.run_once results
     txn_bulk: list = field(default_factory=list)  # the same with large transactions of 1 KB records
+    tls: dict = field(default_factory=dict)  # bench.tls_cost.measure_broker: CPU per MB over PLAINTEXT and SSL, connection times
 
 
 @dataclass
@@ -652,6 +655,32 @@ def measure_txn(brokers: dict[str, Spawned], res: Results) -> None:
                 getattr(res.sides[k], name).append(r)
                 say(f"  {k:9} {name} run {run + 1}: {r['txns_s']:,.0f} transactions/s, {r['records_s']:,.0f} records/s, "
                     f"{r['mb_s']:,.1f} MB/s, exactly once: {r['exact']}")
+
+
+def measure_tls(tmp: Path, res: Results) -> None:
+    """bench.tls_cost on kafkalite and Kafka, each on brokers of its own with PLAINTEXT, SSL and SASL_SSL listeners
+    (kfake has no TLS listener)."""
+    from broker.security.certs import generate
+
+    from . import tls_cost
+
+    certs = generate(tmp / "tls-certs")
+    for k, cls in ((KAFKALITE, tls_cost.Kafkalite), (KAFKA, tls_cost.Kafka)):
+        work = tmp / f"tls-{k.lower()}"
+        work.mkdir()
+        try:
+            b = cls(work, certs)
+        except Exception as e:  # noqa: BLE001
+            res.sides[k].failures.append(("TLS", f"{type(e).__name__}: {e}"))
+            say(f"  {k}: the TLS broker did not start: {e}")
+            continue
+        try:
+            res.sides[k].tls = tls_cost.measure_broker(b, certs, TLS_MB, 1024, TLS_ROUNDS, TLS_CONNECTIONS, say=lambda m: say(f"  {m}"))
+        except Exception as e:  # noqa: BLE001
+            res.sides[k].failures.append(("TLS", f"{type(e).__name__}: {e}"))
+            say(f"  {k}: TLS measurement failed: {e}")
+        finally:
+            b.stop()
 
 
 def measure_commits(brokers: dict[str, Spawned], res: Results) -> None:
@@ -950,6 +979,9 @@ def main(argv: list[str] | None = None) -> int:
         if "load" in run:
             phase("coordinator load")
             measure_load(tmp, res, kfake_bin)
+        if "tls" in run:
+            phase("TLS")
+            measure_tls(tmp, res)
         phase("end")
     finally:
         for k, b in brokers.items():

@@ -399,6 +399,31 @@ def txn_rows(res) -> list[Row]:
     ]
 
 
+def tls_rows(res) -> list[Row]:
+    """bench.tls_cost's figures (issue 15's targets): TLS's CPU cost as a multiple of PLAINTEXT, and what SASL_SSL adds to a connection."""
+    kl, kf = res.sides[KL], res.sides[KF]
+    na = "n/a (no TLS listener)"
+
+    def v(side, key):
+        return _g(side, "tls", {}).get(key, NAN) if _g(side, "tls", {}) else NAN
+
+    def added(side, kind):
+        hs = _g(side, "tls", {}).get("handshakes") if _g(side, "tls", {}) else None
+        return hs[kind][0] - hs["PLAINTEXT"][0] if hs else NAN
+
+    def per_mb(side):
+        return f"{v(side, 'plain_ms_per_mb'):,.2f} → {v(side, 'tls_ms_per_mb'):,.2f} ms" if ok(v(side, "plain_ms_per_mb")) else "–"
+
+    return [
+        Row("Broker CPU per MB produced and consumed over SSL, as a multiple of PLAINTEXT", v(kl, "ratio"), v(kf, "ratio"), "×", False, "{:,.2f}",
+            f"broker CPU per MB, PLAINTEXT → SSL: {per_mb(kl)} / {per_mb(kf)}", kk_na=na, phase="TLS"),
+        Row("SASL_SSL (PLAIN): connect, log in, first Metadata answer: time added over PLAINTEXT", added(kl, "SASL_SSL/PLAIN"), added(kf, "SASL_SSL/PLAIN"),
+            "ms", False, "{:,.2f}", kk_na=na, phase="TLS"),
+        Row("SASL_SSL (SCRAM-SHA-512): connect, log in, first Metadata answer: time added over PLAINTEXT", added(kl, "SASL_SSL/SCRAM-SHA-512"),
+            added(kf, "SASL_SSL/SCRAM-SHA-512"), "ms", False, "{:,.2f}", kk_na=na, phase="TLS"),
+    ]
+
+
 def summary_rows(res) -> list[Row]:
     """Every figure of issue 12, one row each, from this run."""
     st, tp, gr = startup_rows(res), throughput_rows(res), group_rows(res)
@@ -439,6 +464,8 @@ def summary_rows(res) -> list[Row]:
     if any(_g(s, "txn", []) for s in res.sides.values()):
         rows += txn_rows(res)
     rows.append(load_row(res))
+    if any(_g(s, "tls", {}) for s in res.sides.values() if s is not None):
+        rows += tls_rows(res)
     return rows
 
 
@@ -760,6 +787,11 @@ def render(res, images: list[tuple[str, str]]) -> str:
         "transactions of 20 records over a fresh 6-partition topic, a seeded fifth of them aborted after their records reached the broker; "
         "then a read_committed consumer checks exactly-once (every committed record once, no aborted one); 2 runs per broker, median "
         "transactions/s.")
+    add("- **TLS.** `bench.tls_cost` on brokers of their own with PLAINTEXT, SSL and SASL_SSL listeners (a development CA from "
+        "`kafkalite certs`' code, PEM keystores on both): confluent-kafka produces and consumes 50 MB of 1 KB records over PLAINTEXT "
+        "and over SSL, 3 rounds alternating which goes first, broker CPU per MB (produce plus consume) as the median; then 100 "
+        "connections of each kind connect, log in (SASL PLAIN or SCRAM-SHA-512) and get a first Metadata answer, median time. kfake "
+        "has no TLS listener.")
     add(f"- **Classic rebalances and Heartbeat.** `group_scenarios.rebalances` (as in `make bench`'s group section): new groups and "
         f"Stable groups whose leader rejoins, 10 members × {a.reps_10}, 100 × {a.reps_100}, 1000 × {a.reps_1000} runs; then every member of "
         f"the last 1000-member group sends Heartbeat v4, 4 in flight each, for {a.seconds:g} s.")

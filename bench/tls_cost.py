@@ -299,6 +299,31 @@ def handshakes(broker, certs, n: int) -> dict[str, tuple[float, float, float]]:
     return out
 
 
+def measure_broker(b, certs, mb: float, value_size: int, rounds: int, connections: int, say=print) -> dict:
+    """Broker CPU per MB produced and consumed over PLAINTEXT and SSL (median of ``rounds``, alternating
+    which goes first), and the connection times of ``handshakes``: {plain_ms_per_mb, tls_ms_per_mb, ratio, handshakes}."""
+    count = int(mb * 1_000_000 / value_size)
+    mb = count * value_size / 1e6
+    per: dict[str, list[float]] = {"PLAINTEXT": [], "SSL": []}
+    for r in range(rounds):
+        for proto in ("PLAINTEXT", "SSL") if r % 2 == 0 else ("SSL", "PLAINTEXT"):
+            conf = client_conf(proto, certs)
+            topic = f"tls-{proto.lower()}-{r}-{os.getpid()}"
+            _topic(b.listeners[proto], conf, topic)
+            pw, pc, cw, cc = produce_consume(b.listeners[proto], conf, b.pid, topic, value_size, count)
+            per[proto].append((pc + cc) * 1000 / mb)
+            say(f"{b.label:9} round {r} {proto:9} produce {mb / pw:7.1f} MB/s {pc * 1000 / mb:6.2f} ms CPU/MB | "
+                f"consume {mb / cw:7.1f} MB/s {cc * 1000 / mb:6.2f} ms CPU/MB | total {(pc + cc) * 1000 / mb:6.2f} ms CPU/MB")
+    plain, tls = statistics.median(per["PLAINTEXT"]), statistics.median(per["SSL"])
+    say(f"{b.label:9} broker CPU per MB produced+consumed (median of {rounds}): PLAINTEXT {plain:.2f} ms, SSL {tls:.2f} ms, "
+        f"ratio {tls / plain:.2f} (target <= 1.5)")
+    hs = handshakes(b, certs, connections)
+    base = hs["PLAINTEXT"][0]
+    for kind, (med, p90, cpu) in hs.items():
+        say(f"{b.label:9} connection {kind:24} median {med:6.2f} ms  p90 {p90:6.2f} ms  (+{med - base:5.2f} ms over PLAINTEXT)  broker CPU {cpu:5.2f} ms")
+    return {"plain_ms_per_mb": plain, "tls_ms_per_mb": tls, "ratio": tls / plain, "handshakes": hs}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mb", type=float, default=100.0)
@@ -311,32 +336,13 @@ def main(argv=None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="tls-cost-"))
     certs = generate(work / "certs")
-    count = int(args.mb * 1_000_000 / args.value_size)
-    mb = count * args.value_size / 1e6
     brokers = [Kafkalite(work, certs)]
     try:
         if args.kafka:
             brokers.append(Kafka(work, certs))
         print(f"loadavg before: {Path('/proc/loadavg').read_text().strip()}")
         for b in brokers:
-            per: dict[str, list[tuple[float, float]]] = {"PLAINTEXT": [], "SSL": []}
-            for r in range(args.rounds):
-                for proto in ("PLAINTEXT", "SSL") if r % 2 == 0 else ("SSL", "PLAINTEXT"):
-                    conf = client_conf(proto, certs)
-                    topic = f"tls-{proto.lower()}-{r}-{os.getpid()}"
-                    _topic(b.listeners[proto], conf, topic)
-                    pw, pc, cw, cc = produce_consume(b.listeners[proto], conf, b.pid, topic, args.value_size, count)
-                    per[proto].append(((pc + cc) * 1000 / mb, 2 * mb / (pw + cw)))
-                    print(f"{b.label:9} round {r} {proto:9} produce {mb / pw:7.1f} MB/s {pc * 1000 / mb:6.2f} ms CPU/MB | "
-                          f"consume {mb / cw:7.1f} MB/s {cc * 1000 / mb:6.2f} ms CPU/MB | total {(pc + cc) * 1000 / mb:6.2f} ms CPU/MB")
-            plain = statistics.median(x[0] for x in per["PLAINTEXT"])
-            tls = statistics.median(x[0] for x in per["SSL"])
-            print(f"{b.label:9} broker CPU per MB produced+consumed (median of {args.rounds}): PLAINTEXT {plain:.2f} ms, SSL {tls:.2f} ms, "
-                  f"ratio {tls / plain:.2f} (target <= 1.5)")
-            hs = handshakes(b, certs, args.connections)
-            base = hs["PLAINTEXT"][0]
-            for kind, (med, p90, cpu) in hs.items():
-                print(f"{b.label:9} connection {kind:24} median {med:6.2f} ms  p90 {p90:6.2f} ms  (+{med - base:5.2f} ms over PLAINTEXT)  broker CPU {cpu:5.2f} ms")
+            measure_broker(b, certs, args.mb, args.value_size, args.rounds, args.connections)
         print(f"loadavg after: {Path('/proc/loadavg').read_text().strip()}")
     finally:
         for b in brokers:

@@ -77,3 +77,17 @@ def test_render_with_and_without_kfake(tmp_path):
 def test_parse_args_only():
     a = compare.parse_args(["--only", "startup,load", "--quick"])
     assert a.only == ["startup", "load"]
+
+
+def test_tls_rows_only_when_measured_and_kfake_has_none():
+    res = _results(kfake=True)
+    assert not any(r.phase == "TLS" for r in compare_report.summary_rows(res))
+    hs = {"PLAINTEXT": (0.4, 0.5, 0.1), "SASL_SSL/PLAIN": (1.7, 2.0, 0.9), "SASL_SSL/SCRAM-SHA-512": (2.0, 2.4, 1.0)}
+    res.sides[compare.KAFKALITE].tls = {"plain_ms_per_mb": 1.0, "tls_ms_per_mb": 2.5, "ratio": 2.5, "handshakes": hs}
+    res.sides[compare.KAFKA].tls = {"plain_ms_per_mb": 5.0, "tls_ms_per_mb": 10.0, "ratio": 2.0,
+                                    "handshakes": {k: (v[0] * 2, v[1], v[2]) for k, v in hs.items()}}
+    rows = [r for r in compare_report.summary_rows(res) if r.phase == "TLS"]
+    assert [round(r.kl, 2) for r in rows] == [2.5, 1.3, 1.6]
+    assert [round(r.kf, 2) for r in rows] == [2.0, 2.6, 3.2]
+    assert rows[0].better() == "Kafka, 1.2×" and rows[1].better() == "kafkalite, 2.0×"
+    assert all(r.kk_na == "n/a (no TLS listener)" for r in rows)

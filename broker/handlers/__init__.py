@@ -180,9 +180,11 @@ class RequestContext:
     # once and skip every check (``if ctx.broker.authorizer is not None``).
     @property
     def host(self) -> str:
-        """The client's IP address, as ACL hosts name it."""
+        """The client's IP address, as ACL hosts name it (Java's text form: ``java_host_address``)."""
+        from ..security.authorizer import java_host_address  # only with an authorizer, loaded by then
+
         peer = self.conn.peer
-        return peer.rsplit(":", 1)[0] if ":" in peer else peer
+        return java_host_address(peer.rsplit(":", 1)[0] if ":" in peer else peer)
 
     def allowed(self, op, rtype, name: str, audit: bool = True) -> bool:
         """May this request's principal do ``op`` on resource ``rtype``/``name``? (True without an authorizer.)

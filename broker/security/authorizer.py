@@ -32,6 +32,8 @@ rename, as the SCRAM credentials are kept) and is read at start.
 from __future__ import annotations
 
 import asyncio
+import functools
+import ipaddress
 import json
 from dataclasses import dataclass
 from enum import IntEnum
@@ -453,3 +455,22 @@ class AclStore:
                 await self._save(new)
                 self.authorizer.replace(new)
             return matched
+
+
+@functools.lru_cache(maxsize=1024)
+def java_host_address(ip: str) -> str:
+    """A client address as Kafka's ACLs see it (Java's ``InetAddress.getHostAddress``): IPv4 as is, an
+    IPv4-mapped IPv6 address as its IPv4 address, other IPv6 addresses as eight hex groups without
+    leading zeros and without ``::`` (``::1`` is ``0:0:0:0:0:0:0:1``), the zone kept after ``%``. So an
+    ACL written for a Kafka broker names the same clients here."""
+    if ":" not in ip:
+        return ip
+    text, _, zone = ip.partition("%")
+    try:
+        addr = ipaddress.IPv6Address(text)
+    except ValueError:
+        return ip
+    if addr.ipv4_mapped is not None:
+        return str(addr.ipv4_mapped)
+    out = ":".join(format(int(group, 16), "x") for group in addr.exploded.split(":"))
+    return f"{out}%{zone}" if zone else out

@@ -212,3 +212,19 @@ def test_configuration():
     with pytest.raises(ConfigError, match="super.users: invalid principal 'admin'"):
         load_config(sets=[f"authorizer.class.name={CLASS_NAME}", "super.users=admin"], environ={})
     assert parse_super_users(None) == frozenset()
+
+
+@pytest.mark.parametrize("ip, java", [
+    ("127.0.0.1", "127.0.0.1"),
+    ("::1", "0:0:0:0:0:0:0:1"),
+    ("fe80::1%eth0", "fe80:0:0:0:0:0:0:1%eth0"),
+    ("2001:db8::ab:0:12", "2001:db8:0:0:0:ab:0:12"),
+    ("::ffff:10.0.0.7", "10.0.0.7"),
+    ("not-an-address:x", "not-an-address:x"),
+])
+def test_client_hosts_are_named_as_java_names_them(ip, java):
+    """Kafka matches an ACL's host against InetAddress.getHostAddress: an ACL for host
+    0:0:0:0:0:0:0:1 covers a client on ::1, as on Kafka."""
+    from broker.security.authorizer import java_host_address
+
+    assert java_host_address(ip) == java

@@ -325,6 +325,19 @@ def reconcile_member_leaves(d: Driver):
 
 
 @scenario("kip848")
+def member_leaves_describe_before_heartbeat(d: Driver):
+    """Right after one of two members leaves, before anyone heartbeats: the group and assignment epochs and the state."""
+    (t,) = topics(d, ("t", 4))
+    g = d.group()
+    a, b = M(d, g, [t], conn="a"), M(d, g, [t], conn="b")
+    a.join()
+    b.join()
+    converge([a, b])
+    b.leave()
+    d.obs("describe", groups=describe(d, g, exact_assignment=False))
+
+
+@scenario("kip848")
 def reconcile_subscription_change(d: Driver):
     """Changing the subscription bumps the group epoch and adds the new topic's partitions."""
     t, u = topics(d, ("t", 1), ("u", 2))

@@ -22,7 +22,7 @@ from typing import Any
 _TABLE = (
     ("produce", 0, "Produce", (3, 13)),
     ("fetch", 1, "Fetch", (4, 18)),
-    ("list_offsets", 2, "ListOffsets", (1, 10)),
+    ("list_offsets", 2, "ListOffsets", (1, 11)),
     ("metadata", 3, "Metadata", (0, 13)),
     ("api_versions", 18, "ApiVersions", (0, 4)),
     ("create_topics", 19, "CreateTopics", (2, 7)),

@@ -30,13 +30,44 @@ COMMON: dict[str, str] = {
         "flight), kafkalite's is NONE with the new topic"),
 }
 
+# Against 4.1, every KIP-848 scenario whose observations carry an epoch: kafkalite follows 4.4 there.
+_EPOCHS_41 = (
+    "4.4 behaviour (KAFKA-20268): a new consumer group starts at epoch 1 with an empty assignment, so the first "
+    "member's epoch is 2 where Kafka 4.1 gives 1 (every later epoch and generation is one higher too), and the last "
+    "member leaving moves the target assignment epoch")
+_KIP848_EPOCH_SCENARIOS = (
+    "classic_join_to_consumer_group", "describe_batch_and_states", "fenced_member_epoch",
+    "join_unknown_topic_then_created", "join_v0_server_generated_id", "join_v1_client_id", "leave_group",
+    "offline_upgrade_empty_classic_group", "partitions_added_to_topic", "previous_epoch_tolerated",
+    "rack_and_instance_in_describe", "range_assignor_two_topics", "rebalance_timeout_fences_unrevoking_member",
+    "reconcile_member_leaves", "reconcile_second_member", "reconcile_subscription_change",
+    "reconcile_three_members_uniform", "rejoin_after_leave_same_id", "session_timeout_fences_member",
+    "static_leave_for_good", "static_temporary_leave_and_return", "static_unreleased_instance",
+    "steady_heartbeat_no_assignment", "unsupported_assignor", "member_leaves_describe_before_heartbeat",
+    "commit_with_previous_epoch",
+)
+
 BY_VERSION: dict[str, dict[str, str]] = {
     "4.1": {
         "data.api_versions_ranges": (
-            "ApiVersions: Kafka 4.1 advertises Produce 0-13; kafkalite Produce 3-13 (v0-2 carry the pre-0.11 message "
-            "formats, which kafkalite does not store)"),
+            "ApiVersions: Kafka 4.1 advertises Produce 0-13 and ListOffsets 1-10; kafkalite Produce 3-13 (v0-2 carry "
+            "the pre-0.11 message formats, which kafkalite does not store) and ListOffsets 1-11 (Kafka 4.4's range)"),
+        "data.list_offsets_v11": "4.4 behaviour: ListOffsets v11 (KIP-1023); Kafka 4.1 has no v11 and closes the connection",
+        **{f"kip848.{name}": _EPOCHS_41 for name in _KIP848_EPOCH_SCENARIOS},
     },
     "4.4": {
+        "data.api_versions_ranges": (
+            "ApiVersions: Kafka 4.4 advertises Produce 0-13, ApiVersions 0-5, OffsetCommit 2-10, OffsetFetch 1-10 and "
+            "DeleteGroups 0-3; kafkalite Produce 3-13 (v0-2 carry the pre-0.11 message formats, which kafkalite does "
+            "not store), ApiVersions 0-4 and DeleteGroups 0-2 (kio 0.6.5 has no schema for ApiVersions v5 or "
+            "DeleteGroups v3), OffsetCommit 2-9 and OffsetFetch 1-9 (v10 names topics by id: not implemented yet)"),
+        "data.api_versions_unsupported_version": (
+            "the UNSUPPORTED_VERSION answer lists ApiVersions 0-5 in Kafka 4.4, 0-4 in kafkalite (kio 0.6.5 has no "
+            "ApiVersions v5 schema, KIP-1242)"),
+        "kip848.commit_with_previous_epoch": (
+            "KIP-1251 (Kafka 4.3+): an OffsetCommit one member epoch behind is accepted for partitions the member "
+            "has held since before the bump; kafkalite answers STALE_MEMBER_EPOCH, as 4.1 (per-partition assignment "
+            "epochs are not kept yet)"),
     },
 }
 

@@ -50,17 +50,20 @@ _KIP848_EPOCH_SCENARIOS = (
 BY_VERSION: dict[str, dict[str, str]] = {
     "4.1": {
         "data.api_versions_ranges": (
-            "ApiVersions: Kafka 4.1 advertises Produce 0-13 and ListOffsets 1-10; kafkalite Produce 3-13 (v0-2 carry "
-            "the pre-0.11 message formats, which kafkalite does not store) and ListOffsets 1-11 (Kafka 4.4's range)"),
+            "ApiVersions: Kafka 4.1 advertises Produce 0-13, ListOffsets 1-10, OffsetCommit 2-9 and OffsetFetch 1-9; "
+            "kafkalite Produce 3-13 (v0-2 carry the pre-0.11 message formats, which kafkalite does not store), and "
+            "Kafka 4.4's ListOffsets 1-11, OffsetCommit 2-10 and OffsetFetch 1-10"),
         "data.list_offsets_v11": "4.4 behaviour: ListOffsets v11 (KIP-1023); Kafka 4.1 has no v11 and closes the connection",
+        "commit.topic_ids_v10": (
+            "4.4 behaviour: OffsetCommit and OffsetFetch v10 (topics by id); Kafka 4.1 does not advertise v10 (unstable "
+            "there) and closes the connection"),
         **{f"kip848.{name}": _EPOCHS_41 for name in _KIP848_EPOCH_SCENARIOS},
     },
     "4.4": {
         "data.api_versions_ranges": (
-            "ApiVersions: Kafka 4.4 advertises Produce 0-13, ApiVersions 0-5, OffsetCommit 2-10, OffsetFetch 1-10 and "
-            "DeleteGroups 0-3; kafkalite Produce 3-13 (v0-2 carry the pre-0.11 message formats, which kafkalite does "
-            "not store), ApiVersions 0-4 and DeleteGroups 0-2 (kio 0.6.5 has no schema for ApiVersions v5 or "
-            "DeleteGroups v3), OffsetCommit 2-9 and OffsetFetch 1-9 (v10 names topics by id: not implemented yet)"),
+            "ApiVersions: Kafka 4.4 advertises Produce 0-13, ApiVersions 0-5 and DeleteGroups 0-3; kafkalite "
+            "Produce 3-13 (v0-2 carry the pre-0.11 message formats, which kafkalite does not store), ApiVersions 0-4 "
+            "and DeleteGroups 0-2 (kio 0.6.5 has no schema for ApiVersions v5 or DeleteGroups v3)"),
         "data.api_versions_unsupported_version": (
             "the UNSUPPORTED_VERSION answer lists ApiVersions 0-5 in Kafka 4.4, 0-4 in kafkalite (kio 0.6.5 has no "
             "ApiVersions v5 schema, KIP-1242)"),

@@ -33,9 +33,9 @@ CHANGES: list[tuple[str, str, str, str]] = [
      "its partition (kafkalite answered NONE before)"),
     ("OffsetCommit (8)", "v2-9 (v10 defined but unstable, not advertised)",
      "v2-10 (topic ids instead of names)",
-     "v2-9: v10 needs the topic-id request and response paths (*known difference* `data.api_versions_ranges`)"),
+     "v2-10: an unknown topic id is UNKNOWN_TOPIC_ID per partition, as 4.4 (scenario `commit.topic_ids_v10`)"),
     ("OffsetFetch (9)", "v1-9 (v10 unstable)", "v1-10 (topic ids instead of names)",
-     "v1-9, as OffsetCommit"),
+     "v1-10: an unknown topic id is UNKNOWN_TOPIC_ID per partition; a fetch of all topics answers by id"),
     ("OffsetCommit / TxnOffsetCommit in a consumer (KIP-848) group",
      "the member epoch must equal the member's current epoch, else STALE_MEMBER_EPOCH",
      "KIP-1251 assignment epochs: accepted when the partition's assignment epoch ≤ the request's epoch ≤ the "

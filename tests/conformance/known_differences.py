@@ -68,7 +68,7 @@ BY_VERSION: dict[str, dict[str, str]] = {
             "the UNSUPPORTED_VERSION answer lists ApiVersions 0-5 in Kafka 4.4, 0-4 in kafkalite (kio 0.6.5 has no "
             "ApiVersions v5 schema, KIP-1242)"),
         "kip848.commit_with_previous_epoch": (
-            "KIP-1251 (Kafka 4.3+): an OffsetCommit one member epoch behind is accepted for partitions the member "
+            "KIP-1251 (in Kafka 4.4, not 4.1): an OffsetCommit one member epoch behind is accepted for partitions the member "
             "has held since before the bump; kafkalite answers STALE_MEMBER_EPOCH, as 4.1 (per-partition assignment "
             "epochs are not kept yet)"),
     },

@@ -36,7 +36,7 @@ CHANGES: list[tuple[str, str, str, str]] = [
      "v2-10: an unknown topic id is UNKNOWN_TOPIC_ID per partition, as 4.4 (scenario `commit.topic_ids_v10`)"),
     ("OffsetFetch (9)", "v1-9 (v10 unstable)", "v1-10 (topic ids instead of names)",
      "v1-10: an unknown topic id is UNKNOWN_TOPIC_ID per partition; a fetch of all topics answers by id"),
-    ("OffsetCommit / TxnOffsetCommit in a consumer (KIP-848) group",
+    ("OffsetCommit in a consumer (KIP-848) group (TxnOffsetCommit not compared)",
      "the member epoch must equal the member's current epoch, else STALE_MEMBER_EPOCH",
      "KIP-1251 assignment epochs: accepted when the partition's assignment epoch ≤ the request's epoch ≤ the "
      "member's epoch, so a member one epoch behind may commit the partitions it held before the bump",

@@ -3,7 +3,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test spark-jars test-unit reference-kafka test-conformance test-clients compat bench bench-compare fuzz soak reliability reliability-quick lint clean test-docker docker-engine docker-engine-stop docker-measure
+.PHONY: install run test spark-jars test-unit reference-kafka test-conformance test-conformance-4.1 test-clients compat bench bench-compare fuzz soak reliability reliability-quick lint clean test-docker docker-engine docker-engine-stop docker-measure
 
 # compiled bytecode for the project's own modules, as an installed package has it: a checkout run
 # under PYTHONDONTWRITEBYTECODE=1 would otherwise compile every module at every start
@@ -44,11 +44,17 @@ docker-engine-stop:
 docker-measure: install
 	$(BIN)/python -m tests.docker.measure --build --runs 10
 
+# the reference broker is Apache Kafka 4.4.0; KAFKALITE_REFERENCE_KAFKA_VERSION=4.x.y picks another release
+# (its jars are cached per version in ~/.cache/kafkalite/kafka-<version>)
 reference-kafka: install
 	$(BIN)/python -m tests.reference_kafka
 
 test-conformance: install
 	$(BIN)/pytest -q tests/conformance
+
+# the same suite against Apache Kafka 4.1.0: build/conformance-4.1/report.json and docs/compatibility-4.1.md
+test-conformance-4.1: install
+	KAFKALITE_REFERENCE_KAFKA_VERSION=4.1.0 $(BIN)/pytest -q tests/conformance
 
 test-clients: install
 	$(BIN)/pytest -q -m "not reference" tests/clients tests/integration/test_java_clients.py

@@ -1,17 +1,18 @@
-"""A real Apache Kafka 4.1 broker as a child process, for differential tests.
+"""A real Apache Kafka 4.x broker as a child process, for differential tests.
 
 The same tests run against kafkalite and against this broker: if a test fails
 against real Kafka, the test is wrong, not kafkalite.
 
-The broker's jars come from Maven Central: ``tests/java/kafka-broker/pom.xml``
-names ``org.apache.kafka:kafka_2.13`` and ``mvn dependency:copy-dependencies``
-copies it and its runtime dependencies (about 45 MB) into a cache outside the
-repository, once (``$KAFKALITE_REFERENCE_KAFKA_HOME`` or
-``~/.cache/kafkalite/kafka-4.1.0``); Kafka's command-line tools (``kafka-tools``,
-for ``kafka-acls``) likewise from ``tests/java/kafka-tools/pom.xml`` into its
-``tools/``. Each ``ReferenceKafka`` is a single KRaft node in combined mode
-(broker and controller, node id 1) listening on two free ports of 127.0.0.1,
-with a data directory of its own.
+The version is Apache Kafka 4.4.0 unless ``$KAFKALITE_REFERENCE_KAFKA_VERSION``
+names another 4.x release (``make test-conformance-4.1`` sets 4.1.0). The
+broker's jars come from Maven Central: ``tests/java/kafka-broker/pom.xml`` names
+``org.apache.kafka:kafka_2.13`` (and ``kafka-tools``, for ConfigCommand) at
+``${kafka.version}``, and ``mvn dependency:copy-dependencies`` copies them and
+their runtime dependencies (about 45 MB) into a cache outside the repository,
+once per version (``$KAFKALITE_REFERENCE_KAFKA_HOME`` or
+``~/.cache/kafkalite/kafka-<version>``). Each ``ReferenceKafka`` is a single
+KRaft node in combined mode (broker and controller, node id 1) listening on two
+free ports of 127.0.0.1, with a data directory of its own.
 
 ``ReferenceKafka`` has the shape of ``tests.broker_process.BrokerProcess``:
 ``start()``, ``stop()`` (SIGTERM, controlled shutdown), ``kill()`` (SIGKILL),
@@ -37,15 +38,28 @@ import sys
 import tempfile
 import time
 import uuid
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 POM_DIR = ROOT / "tests" / "java" / "kafka-broker"
-KAFKA_VERSION = "4.1.0"
+DEFAULT_KAFKA_VERSION = "4.4.0"
+VERSION_ENV = "KAFKALITE_REFERENCE_KAFKA_VERSION"
+
+
+def _version_from_env() -> str:
+    """The 4.x release to run: the brokers this harness knows how to configure (KRaft only, no ZooKeeper)."""
+    version = (os.environ.get(VERSION_ENV) or DEFAULT_KAFKA_VERSION).strip()
+    if not re.fullmatch(r"4\.\d+\.\d+", version):
+        raise ValueError(f"{VERSION_ENV}={version!r}: expected an Apache Kafka 4.x release such as 4.1.0")
+    return version
+
+
+KAFKA_VERSION = _version_from_env()
+KAFKA_MINOR = ".".join(KAFKA_VERSION.split(".")[:2])  # "4.4": what reports and known differences are keyed by
 HOME = Path(os.environ.get("KAFKALITE_REFERENCE_KAFKA_HOME") or Path.home() / ".cache" / "kafkalite" / f"kafka-{KAFKA_VERSION}")
 LIBS = HOME / "libs"
-TOOLS_POM_DIR = ROOT / "tests" / "java" / "kafka-tools"
-TOOLS = HOME / "tools"  # kafka-tools' own jar (AclCommand...), from TOOLS_POM_DIR's POM; the rest is in LIBS
+_COMPLETE = LIBS / ".complete"  # written after a successful copy, names the POM it came from
 MIN_JAVA = 17
 
 # Broker settings every reference broker gets; ReferenceKafka(config=...) overrides or adds.
@@ -89,79 +103,48 @@ def _java_major(java: str) -> int | None:
     return int(m.group(2) or 0) if major == 1 else major
 
 
-def _pom_stamp(pom_dir: Path = POM_DIR) -> str:
-    return (pom_dir / "pom.xml").read_text()
+def _pom_stamp() -> str:
+    """What the cached jars came from: the POM and the version it was resolved at."""
+    return f"kafka.version={KAFKA_VERSION}\n" + (POM_DIR / "pom.xml").read_text()
 
 
-def _copied(dest: Path, pom_dir: Path) -> bool:
+def _libs_ready() -> bool:
     try:
-        return (dest / ".complete").read_text() == _pom_stamp(pom_dir)
+        return _COMPLETE.read_text() == _pom_stamp()
     except OSError:
         return False
 
 
-def _libs_ready() -> bool:
-    return _copied(LIBS, POM_DIR)
-
-
-def _copy_dependencies(pom_dir: Path, dest: Path, expect: str, what: str, *mvn_args: str, timeout: float = 900.0) -> Path:
-    """``mvn dependency:copy-dependencies`` of ``pom_dir``'s POM into ``dest``, once.
-
-    Concurrent callers wait on a file lock; ``dest/.complete`` names the POM the
-    jars came from, so editing the POM copies again. ``expect`` is a glob that
-    must match in the copy (proof that Maven fetched the jar that matters).
-    """
-    if _copied(dest, pom_dir):
-        return dest
+def fetch_libs(timeout: float = 900.0) -> Path:
+    """Copy the broker's jars into LIBS once (concurrent callers wait on a file lock)."""
+    if _libs_ready():
+        return LIBS
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise RuntimeError(f"mvn (Apache Maven) is not on PATH; it is needed once to fetch {what}")
+        raise RuntimeError("mvn (Apache Maven) is not on PATH; it is needed once to fetch Kafka's jars")
     HOME.mkdir(parents=True, exist_ok=True)
     with open(HOME / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if _copied(dest, pom_dir):
-            return dest
-        staging = Path(tempfile.mkdtemp(prefix=f"{dest.name}-", dir=HOME))
+        if _libs_ready():
+            return LIBS
+        staging = Path(tempfile.mkdtemp(prefix="libs-", dir=HOME))
         try:
             proc = subprocess.run(
-                [mvn, "-B", "-q", "-f", str(pom_dir / "pom.xml"), "dependency:copy-dependencies",
-                 "-DincludeScope=runtime", f"-DoutputDirectory={staging}", *mvn_args],
+                [mvn, "-B", "-q", "-f", str(POM_DIR / "pom.xml"), "dependency:copy-dependencies",
+                 f"-Dkafka.version={KAFKA_VERSION}", "-DincludeScope=runtime", f"-DoutputDirectory={staging}"],
                 capture_output=True, text=True, timeout=timeout,
             )
-            if proc.returncode != 0 or not list(staging.glob(expect)):
+            if proc.returncode != 0 or not list(staging.glob("kafka_2.13-*.jar")):
                 tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-                raise RuntimeError(f"mvn could not fetch {what} (exit {proc.returncode}):\n{tail}")
-            shutil.rmtree(dest, ignore_errors=True)
-            staging.rename(dest)
-            (dest / ".complete").write_text(_pom_stamp(pom_dir))
+                raise RuntimeError(f"mvn could not fetch Apache Kafka {KAFKA_VERSION} (exit {proc.returncode}):\n{tail}")
+            shutil.rmtree(LIBS, ignore_errors=True)
+            staging.rename(LIBS)
+            _COMPLETE.write_text(_pom_stamp())
         except subprocess.TimeoutExpired as e:
-            raise RuntimeError(f"mvn did not finish fetching {what} within {timeout:.0f}s") from e
+            raise RuntimeError(f"mvn did not finish fetching Apache Kafka {KAFKA_VERSION} within {timeout:.0f}s") from e
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    return dest
-
-
-def fetch_libs(timeout: float = 900.0) -> Path:
-    """Copy the broker's jars into LIBS once (concurrent callers wait on a file lock)."""
-    return _copy_dependencies(POM_DIR, LIBS, "kafka_2.13-*.jar", f"Apache Kafka {KAFKA_VERSION}", timeout=timeout)
-
-
-def fetch_tools(timeout: float = 900.0) -> Path:
-    """Copy Kafka's command-line tools (``kafka-tools``: AclCommand and the like) into TOOLS once.
-
-    Only the kafka-tools jar itself: everything it needs at run time (kafka-clients,
-    server-common, jopt-simple...) is already in LIBS, so the tools run with
-    ``-cp LIBS/*:TOOLS/*`` (``tools_classpath()``). A POM of its own and a cache
-    directory of its own, so the broker's jars are not copied again for it.
-    """
-    fetch_libs(timeout)
-    return _copy_dependencies(TOOLS_POM_DIR, TOOLS, "kafka-tools-*.jar", f"kafka-tools {KAFKA_VERSION}",
-                              "-DexcludeTransitive=true", timeout=timeout)
-
-
-def tools_classpath() -> str:
-    """The classpath of Kafka's tools; fetches the jars on first use (raises RuntimeError if it cannot)."""
-    return f"{fetch_libs()}/*:{fetch_tools()}/*"
+    return LIBS
 
 
 def available() -> tuple[bool, str]:
@@ -173,6 +156,16 @@ def available() -> tuple[bool, str]:
     if _availability is None:
         _availability = _check_available()
     return _availability
+
+
+def config_command() -> str:
+    """ConfigCommand's class in the fetched jars: kafka.admin (core) in 4.1, org.apache.kafka.tools later."""
+    moved = "org/apache/kafka/tools/ConfigCommand.class"
+    for jar in LIBS.glob("kafka-tools-*.jar"):
+        with contextlib.suppress(OSError, zipfile.BadZipFile), zipfile.ZipFile(jar) as z:
+            if moved in z.namelist():
+                return "org.apache.kafka.tools.ConfigCommand"
+    return "kafka.admin.ConfigCommand"
 
 
 def _check_available() -> tuple[bool, str]:
@@ -220,7 +213,7 @@ def _die_with_parent() -> None:
 
 
 class ReferenceKafka:
-    """One Apache Kafka 4.1 KRaft node (broker + controller) on 127.0.0.1."""
+    """One Apache Kafka 4.x (KAFKA_VERSION) KRaft node (broker + controller) on 127.0.0.1."""
 
     kind = "kafka"
 
@@ -374,22 +367,16 @@ class ReferenceKafka:
         return "\n".join(text.splitlines()[-last:]) if last else text
 
 
-if __name__ == "__main__":  # python -m tests.reference_kafka: fetch, start once, report
-    ok, why = available()
-    if not ok:
-        sys.exit(why)
-    k = ReferenceKafka()
-    try:
-        k.start()
-        print(f"reference Kafka {KAFKA_VERSION} ready at {k.bootstrap} in {k.startup_seconds:.1f}s (data {k.data_dir}, jars {LIBS})")
-    finally:
-        k.stop()
-        shutil.rmtree(k.data_dir, ignore_errors=True)
-
-
-if __name__ == "__main__":  # make reference-kafka
+if __name__ == "__main__":  # make reference-kafka: fetch the jars, start the broker once, report
     ok, why = available()
     if not ok:
         print(f"reference Kafka unavailable: {why}", file=sys.stderr)
         raise SystemExit(1)
-    print(f"Apache Kafka {KAFKA_VERSION} jars in {LIBS}")
+    k = ReferenceKafka()
+    try:
+        k.start()
+        print(f"Apache Kafka {KAFKA_VERSION} ready at {k.bootstrap} in {k.startup_seconds:.1f}s "
+              f"(data {k.data_dir}, jars {LIBS}; {VERSION_ENV} picks another 4.x)")
+    finally:
+        k.stop()
+        shutil.rmtree(k.data_dir, ignore_errors=True)

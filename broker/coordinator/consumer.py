@@ -209,8 +209,7 @@ class ConsumerGroups:
         if group is None:
             if p.member_epoch != 0:
                 raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {p.group_id} not found.")
-            group = ConsumerGroup(p.group_id, state_timestamp=self.now())
-            self.groups[p.group_id] = group
+            group = self._new_group(p.group_id)
             return group
         if isinstance(group, ClassicGroup) and group.state == CLASSIC_EMPTY and not group.members:
             if p.member_epoch != 0:
@@ -218,12 +217,16 @@ class ConsumerGroups:
             # offline conversion: the empty classic group goes, its offsets stay
             self.shard.emit(GroupMetadataKey(p.group_id), None, apply=False)
             self.shard.event("group converted", p.group_id, to="consumer", mode="offline")
-            group = ConsumerGroup(p.group_id, state_timestamp=self.now())
-            self.groups[p.group_id] = group
-            return group
+            return self._new_group(p.group_id)
         if isinstance(group, ClassicGroup) and p.member_epoch == 0:
             return self.shard.migration.upgrade(group, p)
         raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {p.group_id} is not a consumer group.")
+
+    def _new_group(self, group_id: str) -> ConsumerGroup:
+        """An empty consumer group at INITIAL_GROUP_EPOCH (see ConsumerGroup)."""
+        group = ConsumerGroup(group_id, state_timestamp=self.now())
+        self.groups[group_id] = group
+        return group
 
     def _heartbeat(self, p: HeartbeatParams) -> dict:
         group = self._get_or_create_group(p)
@@ -306,7 +309,9 @@ class ConsumerGroups:
 
     def _update_member(self, group: ConsumerGroup, member: ConsumerMember, p: HeartbeatParams, *, is_new: bool, replaced: bool, classic) -> bool:
         """Step 4: the member's fields from the request's non-null ones, written if they changed; True if its subscription did."""
-        changed_subscription = is_new
+        # compared with what the member had (nothing, for a new one), as Kafka's hasMemberSubscriptionChanged
+        # does: a new member that subscribes to nothing does not move the group epoch
+        changed_subscription = False
         updated = dict(
             instance_id=p.instance_id if p.instance_id is not None else member.instance_id,
             rack_id=p.rack_id if p.rack_id is not None else member.rack_id,
@@ -334,7 +339,7 @@ class ConsumerGroups:
         regex_changed = self._refresh_regexes(group)
         metadata_hash = self._metadata_hash(group)
         epoch = group.group_epoch
-        if changed_subscription or regex_changed or metadata_hash != group.metadata_hash or not group.created:
+        if changed_subscription or regex_changed or metadata_hash != group.metadata_hash:
             epoch = group.group_epoch + 1
             self._write_group_epoch(group, epoch, metadata_hash)
             self.shard.event(
@@ -486,6 +491,10 @@ class ConsumerGroups:
         revoked = _count(member.assigned) + _count(member.pending_revocation)
         self._remove_member_records(group, member.member_id)
         self._write_group_epoch(group, group.group_epoch + 1, self._metadata_hash(group))
+        if not group.members:
+            # the last member gone: Kafka 4.2+ moves the (now empty) target assignment to the new epoch at
+            # once, where 4.1 left it at the old one until a member joined
+            self.write_target_epoch(group, group.group_epoch)
         late = self.timers.firing_late_ms
         self.shard.event(
             "consumer group member removed", group.group_id, member=member.member_id, reason=reason, epoch=group.group_epoch, partitions_released=revoked,
@@ -545,7 +554,7 @@ class ConsumerGroups:
         for name in sorted(group.subscribed_topic_names()):
             info = meta.by_name.get(name)
             h.update(f"{name}\0{info[0] if info else ''}\0{info[1] if info else 0}\n".encode())
-        value = int.from_bytes(h.digest(), "big", signed=True)
+        value = int.from_bytes(h.digest(), "big", signed=True) if group.subscribed_topic_names() else 0
         group.hash_cache = (group.subscription_version, meta.version, value)
         return value if group.members else 0
 

@@ -57,12 +57,17 @@ class ConsumerMember:
         return self.classic is not None
 
 
+INITIAL_GROUP_EPOCH = 1
+
+
 @dataclass(eq=False)
 class ConsumerGroup:
     group_id: str
-    group_epoch: int = 0
+    # A new group is at epoch 1 with an empty target assignment of epoch 1, so the first computed
+    # assignment is epoch 2 (Kafka 4.2+, KAFKA-20268; 4.1 started at 0); nothing is written for epoch 1.
+    group_epoch: int = INITIAL_GROUP_EPOCH
     metadata_hash: int = 0
-    assignment_epoch: int = 0
+    assignment_epoch: int = INITIAL_GROUP_EPOCH
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)

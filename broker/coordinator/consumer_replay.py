@@ -20,7 +20,7 @@ from protocol.group_records import (
 
 from .classic_group import ClassicGroup
 from .consumer import from_topic_partitions, to_topic_partitions
-from .consumer_group import ConsumerGroup
+from .consumer_group import INITIAL_GROUP_EPOCH, ConsumerGroup
 
 CONSUMER_KEYS = (
     ConsumerGroupMetadataKey,
@@ -67,7 +67,7 @@ def replay_consumer(groups: dict, key, value) -> None:
             group.regexes.pop(key.regular_expression, None)
             group.subscription_version += 1
         elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
-            group.assignment_epoch = 0
+            group.assignment_epoch = INITIAL_GROUP_EPOCH
         return
     group = _group(groups, gid)
     if isinstance(key, ConsumerGroupMetadataKey):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from protocol.errors import ErrorCode
 
 from ..coordinator.offsets import CommitPartition
@@ -64,3 +66,21 @@ def commit_answer(topics, errors: dict) -> list[dict]:
     """The answer's topics: each partition of the request with its error."""
     return [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": errors[(t.name, p.partition_index)]}
                                             for p in t.partitions or ()]} for t in topics or ()]
+
+
+def named_topics(cluster, topics, items: str) -> list:
+    """Topics of a v10+ OffsetCommit or OffsetFetch, which name them by id, with the name of each
+    (None for an id the cluster does not know), so the by-name paths serve them."""
+    out = []
+    for t in topics or ():
+        topic = cluster.by_id.get(t.topic_id)
+        out.append(SimpleNamespace(name=None if topic is None else topic.name, topic_id=t.topic_id, **{items: getattr(t, items)}))
+    return out
+
+
+def commit_answer_by_id(topics, errors: dict) -> list[dict]:
+    """``commit_answer`` for v10+: topics by id; an unknown id is UNKNOWN_TOPIC_ID for each of its partitions."""
+    return [{"topic_id": t.topic_id, "partitions": [
+        {"partition_index": p.partition_index,
+         "error_code": ErrorCode.unknown_topic_id if t.name is None else errors[(t.name, p.partition_index)]}
+        for p in t.partitions or ()]} for t in topics or ()]

@@ -1,10 +1,14 @@
-"""ListOffsets (2), v1-10.
+"""ListOffsets (2), v1-11.
 
 Timestamps: -1 latest (the high watermark), -2 earliest, -3 the record with
 the largest timestamp (v7+), -4 earliest local (v8+, same as earliest here:
-no tiered storage), -5 earliest pending upload (v9+: none, so -1). Any other
-value finds the first offset whose timestamp is at or after it. A partition
-whose topic is deleted under the request: UNKNOWN_TOPIC_OR_PARTITION.
+no tiered storage), -5 latest tiered (v9+, KIP-1005: nothing is tiered, so -1),
+-6 earliest pending upload (v11+, KIP-1023: nothing waits for upload, so -1).
+Any other value finds the first offset whose timestamp is at or after it. As
+Kafka (4.1 and 4.4 alike), a special timestamp below the version that brought
+it, or a negative one that is none of these, is UNSUPPORTED_VERSION for its
+partition. A partition whose topic is deleted under the request:
+UNKNOWN_TOPIC_OR_PARTITION.
 
 With isolation_level READ_COMMITTED (1, v2+), as Kafka's Partition and
 ReplicaManager: latest is the last stable offset, and an offset found by
@@ -20,10 +24,17 @@ from ..security.authorizer import Operation, ResourceType
 
 API_KEY = 2
 NAME = "ListOffsets"
-VERSIONS = (1, 10)
+VERSIONS = (1, 11)
 
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
 READ_COMMITTED = 1
+# the first request version that may carry each special timestamp
+SINCE_VERSION = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
+
+
+def supported(ts: int, version: int) -> bool:
+    """False for a special timestamp the request's version does not know (and any unknown negative one)."""
+    return ts >= 0 or version >= SINCE_VERSION.get(ts, 1 << 15)
 
 
 def lookup(part, ts: int, isolation_level: int = 0) -> tuple[int, int]:
@@ -34,7 +45,7 @@ def lookup(part, ts: int, isolation_level: int = 0) -> tuple[int, int]:
         return (plog.last_stable_offset if committed else plog.log_end_offset), -1
     if ts in (EARLIEST, EARLIEST_LOCAL):
         return plog.log_start_offset, -1
-    if ts == EARLIEST_PENDING_UPLOAD:
+    if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         return -1, -1
     if ts == MAX_TIMESTAMP:
         found = plog.max_timestamp()
@@ -62,6 +73,9 @@ async def handle(ctx, req):
                 continue
             if topic is None or not 0 <= lp.partition_index < len(topic.partitions):
                 parts.append({**base, "error_code": ErrorCode.unknown_topic_or_partition})
+                continue
+            if not supported(lp.timestamp, ctx.version):
+                parts.append({**base, "error_code": ErrorCode.unsupported_version})
                 continue
             epoch = getattr(lp, "current_leader_epoch", -1)
             if epoch > LEADER_EPOCH:

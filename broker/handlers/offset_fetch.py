@@ -1,4 +1,7 @@
-"""OffsetFetch (9), v1-9: one group (v1-7) or a batch of groups (v8+).
+"""OffsetFetch (9), v1-10: one group (v1-7) or a batch of groups (v8+); v10
+names topics by id (Kafka 4.2+): an id the cluster does not know is
+UNKNOWN_TOPIC_ID for each partition asked, and a fetch of every topic leaves
+out offsets of topics that no longer exist (they have no id to give).
 
 Without ``require_stable`` the answer is read from committed state; with it
 the fetch first waits for the shard's in-flight writes, and a partition with
@@ -12,11 +15,11 @@ from protocol.errors import ErrorCode
 from ..coordinator.common import CoordinatorError
 from ..coordinator.offsets import UNSTABLE
 from ..security.authorizer import Operation, ResourceType
-from ._groups import coordinator, group_denied
+from ._groups import coordinator, group_denied, named_topics
 
 API_KEY = 9
 NAME = "OffsetFetch"
-VERSIONS = (1, 9)
+VERSIONS = (1, 10)
 
 
 async def fetch_group(ctx, group_id: str, topics, stable: bool, member_id: str | None = None, member_epoch: int = -1):
@@ -66,7 +69,8 @@ async def handle(ctx, req):
     if v >= 8:
         groups = []
         for g in req.groups or ():
-            error, topics = await fetch_group(ctx, g.group_id, g.topics, stable, getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
+            fetch = _fetch_by_id if v >= 10 else fetch_group
+            error, topics = await fetch(ctx, g.group_id, g.topics, stable, getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return {"throttle_time": 0, "groups": groups}
     error, topics = await fetch_group(ctx, req.group_id, req.topics, stable)
@@ -77,3 +81,23 @@ async def handle(ctx, req):
             for t in req.topics or []
         ]
     return {"throttle_time": 0, "topics": topics, "error_code": error}
+
+
+async def _fetch_by_id(ctx, group_id: str, topics, stable: bool, member_id: str | None, member_epoch: int):
+    """``fetch_group`` for v10+, whose topics are named by id, in the request and in the answer."""
+    named = None if topics is None else named_topics(ctx.cluster, topics, "partition_indexes")
+    known = None if named is None else [t for t in named if t.name is not None]
+    error, answer = await fetch_group(ctx, group_id, known, stable, member_id, member_epoch)
+    if error is not ErrorCode.none:
+        return error, answer
+    by_id = []
+    for t in answer:
+        topic = ctx.cluster.topics.get(t["name"])
+        if topic is not None:
+            by_id.append({"topic_id": topic.topic_id, "partitions": t["partitions"]})
+    for t in named or ():
+        if t.name is None:
+            by_id.append({"topic_id": t.topic_id, "partitions": [
+                {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "", "error_code": ErrorCode.unknown_topic_id}
+                for p in t.partition_indexes or ()]})
+    return error, by_id

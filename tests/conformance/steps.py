@@ -365,7 +365,7 @@ def produce_summary(d: Driver, r) -> list:
 
 
 def list_offsets(d: Driver, topic: str, partitions: dict[int, int], *, version: int = 7, isolation: int = 0, leader_epoch: int = -1):
-    body = {"replica_id": -1, "isolation_level": isolation,
+    body = {"replica_id": -1, "isolation_level": isolation, "timeout": 0,
             "topics": [{"name": topic, "partitions": [{"partition_index": p, "timestamp": ts, "current_leader_epoch": leader_epoch} for p, ts in partitions.items()]}]}
     return d.req(LIST_OFFSETS, version, body)
 

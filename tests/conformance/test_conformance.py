@@ -1,12 +1,15 @@
-"""Every scenario, played against kafkalite and Apache Kafka 4.1 at once; the observations must be identical.
+"""Every scenario, played against kafkalite and Apache Kafka 4.4 at once; the observations must be identical.
 
     pytest tests/conformance                       all scenarios
     pytest tests/conformance -k classic            one area
     pytest tests/conformance -k "commit.unknown"   one scenario
 
-Known differences (``known_differences.py``) are strict xfails. The report goes
-to ``build/conformance/report.json``; a full run also regenerates
-``docs/compatibility.md``.
+    KAFKALITE_REFERENCE_KAFKA_VERSION=4.1.0 pytest tests/conformance   against 4.1 (make test-conformance-4.1)
+
+Known differences (``known_differences.py``, per release) are strict xfails. The
+report goes to ``build/conformance/report.json``; a full run also regenerates
+``docs/compatibility.md`` (against 4.1: ``build/conformance-4.1/``,
+``docs/compatibility-4.1.md``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import concurrent.futures
 import json
 
 import pytest
+
+from tests.reference_kafka import KAFKA_VERSION
 
 from .conftest import RESULTS
 from .known_differences import KNOWN_DIFFERENCES
@@ -80,4 +85,4 @@ def test_conformance(name, request):
     if kafka.error:
         # the scenario itself is wrong if real Kafka trips it
         pytest.fail(f"scenario raised against Apache Kafka:\n{kafka.error}")
-    assert same, f"kafkalite differs from Apache Kafka 4.1 at {first_difference(a, b)}" + (f"\nkafkalite raised:\n{lite.error}" if lite.error else "")
+    assert same, f"kafkalite differs from Apache Kafka {KAFKA_VERSION} at {first_difference(a, b)}" + (f"\nkafkalite raised:\n{lite.error}" if lite.error else "")

@@ -1,7 +1,7 @@
 """Fixtures for tests that run against kafkalite and, as a cross-check, real Apache Kafka.
 
 ``group_broker`` is parametrised: the ``kafkalite`` case runs the broker under
-test, the ``kafka`` case runs the same test against an Apache Kafka 4.1 broker
+test, the ``kafka`` case runs the same test against an Apache Kafka broker (4.4 by default)
 (``tests/reference_kafka.py``), proving that the test asserts what Kafka does.
 The ``kafka`` case carries the ``reference`` marker:
 
@@ -21,12 +21,12 @@ from tests.broker_process import BrokerProcess
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "reference: the same test run against a real Apache Kafka 4.1 broker (tests/reference_kafka.py)")
+    config.addinivalue_line("markers", "reference: the same test run against a real Apache Kafka broker, 4.4 by default (tests/reference_kafka.py)")
 
 
 @pytest.fixture(scope="session")
 def reference_broker(tmp_path_factory):
-    """One Apache Kafka 4.1 broker for the whole session (it takes several seconds to start)."""
+    """One Apache Kafka broker (4.4 by default) for the whole session (it takes several seconds to start)."""
     ok, reason = reference_kafka.available()
     if not ok:
         pytest.skip(reason)

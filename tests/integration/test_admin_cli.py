@@ -331,7 +331,7 @@ def test_consumer_protocol_group_describe_lag_history(kb):
         bumped = next(e for e in events if e["event"] == "consumer group epoch bumped")
         assert bumped["reason"] == "member joined" and bumped["member"] == m["member_id"]
         rc, out, _ = run(kb, "groups", "history", group)
-        assert any("consumer group epoch bumped" in line and "epoch 1" in line for line in out.splitlines())
+        assert any("consumer group epoch bumped" in line and "epoch 2" in line for line in out.splitlines())
 
     assert run(kb, "groups", "delete", group)[0] == 0
     rc, _, err = run(kb, "groups", "delete", group)

@@ -1,4 +1,4 @@
-"""Two brokers with the same secured listeners: kafkalite, and Apache Kafka 4.1 as the reference.
+"""Two brokers with the same secured listeners: kafkalite, and Apache Kafka (4.4 by default) as the reference.
 
 Both get the same Kafka properties (``broker_properties``), so every test in
 this directory that takes ``target`` runs against each and asserts the same
@@ -43,7 +43,7 @@ OAUTH_JAAS = 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModul
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "reference: the same test run against a real Apache Kafka 4.1 broker (tests/reference_kafka.py)")
+    config.addinivalue_line("markers", "reference: the same test run against a real Apache Kafka broker, 4.4 by default (tests/reference_kafka.py)")
 
 
 def broker_properties(certs: Certs) -> dict[str, str]:
@@ -179,7 +179,7 @@ JAVA_SRC = Path(__file__).with_name("SecureClients.java")
 
 @pytest.fixture(scope="session")
 def java_clients(tmp_path_factory):
-    """A command prefix running SecureClients against kafka-clients 4.1 (the reference broker's jars)."""
+    """A command prefix running SecureClients against the reference broker's kafka-clients jar (4.4 by default)."""
     import shutil
 
     ok, reason = reference_kafka.available()

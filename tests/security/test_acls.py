@@ -1,12 +1,12 @@
-"""ACLs with real clients, against kafkalite and Apache Kafka 4.1 alike (issue 15, item 4).
+"""ACLs with real clients, against kafkalite and the reference Apache Kafka (4.4) alike (issue 15, item 4).
 
 Both brokers get the same properties: StandardAuthorizer, a PLAINTEXT listener
 whose anonymous clients are super users (Kafka's own controller connection is
 anonymous, so it must be one), and a SASL_PLAINTEXT listener with PLAIN users
 alice, bob and admin (``super.users`` names User:admin). ACLs are made with
 confluent-kafka's admin client on the PLAINTEXT listener, and with Kafka's own
-``kafka-acls`` (org.apache.kafka.tools.AclCommand; tests/reference_kafka.py
-fetches its jar from Maven Central, as it does the broker's). Every test
+``kafka-acls`` (org.apache.kafka.tools.AclCommand, among the reference broker's
+jars from Maven Central). Every test
 asserts the same outcome on both brokers (``acl_target`` and ``open_target``
 are parametrised).
 """
@@ -211,15 +211,11 @@ def test_allow_everyone_if_no_acl_found(open_target):
 
 
 def _kafka_acls(target: AclTarget, *args: str) -> str:
-    ok, reason = reference_kafka.available()
-    if not ok:
-        pytest.skip(f"kafka-acls needs Java and Kafka's jars: {reason}")
-    try:
-        classpath = reference_kafka.tools_classpath()  # kafka-tools from Maven Central, once
-    except RuntimeError as e:
-        pytest.skip(f"kafka-acls unavailable: {e}")
+    # kafka-tools is among the reference broker's jars (tests/java/kafka-broker/pom.xml), at its version
+    if not reference_kafka.available()[0] or not list(reference_kafka.LIBS.glob("kafka-tools-*.jar")):
+        pytest.skip("kafka-acls needs Java and the reference broker's jars (kafka-tools)")
     java = shutil.which("java") or "java"
-    proc = subprocess.run([java, "-Xmx256m", "-cp", classpath, "org.apache.kafka.tools.AclCommand",
+    proc = subprocess.run([java, "-Xmx256m", "-cp", f"{reference_kafka.LIBS}/*", "org.apache.kafka.tools.AclCommand",
                            "--bootstrap-server", target.plaintext, *args], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout

@@ -107,7 +107,7 @@ def test_kafka_configs_adds_a_user(target, tmp_path):
     # one mechanism per run: kafka-configs sends every mechanism of a user in one request, which Kafka
     # itself refuses (DUPLICATE_RESOURCE: one alteration per user and request)
     for config in ("SCRAM-SHA-512=[iterations=8192,password=carol-secret]", "SCRAM-SHA-256=[password=carol-secret]"):
-        cmd = ["java", "-Xmx256m", "-cp", f"{reference_kafka.LIBS}/*", "kafka.admin.ConfigCommand", "--bootstrap-server", target.bootstrap,
+        cmd = ["java", "-Xmx256m", "-cp", f"{reference_kafka.LIBS}/*", reference_kafka.config_command(), "--bootstrap-server", target.bootstrap,
                "--alter", "--add-config", config, "--entity-type", "users", "--entity-name", user]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stdout + proc.stderr

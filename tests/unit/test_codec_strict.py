@@ -231,7 +231,7 @@ def _check(api_key: int, version: int, answer: dict) -> None:
         assert fast(version, 7, answer) == kio, (api_key, version)
 
 
-async def _classic_flow(asker: _Asker, topic: str, version: int) -> None:
+async def _classic_flow(asker: _Asker, topic: str, topic_id: uuid.UUID, version: int) -> None:
     """JoinGroup at ``version``, then SyncGroup, Heartbeat, OffsetCommit, OffsetFetch, LeaveGroup: success answers."""
     group = f"classic-{version}"
     join = {"group_id": group, "session_timeout": 10_000, "rebalance_timeout": 10_000, "member_id": "", "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b"\0\1"}], "reason": None}
@@ -242,15 +242,15 @@ async def _classic_flow(asker: _Asker, topic: str, version: int) -> None:
     member, generation = answer["member_id"], answer["generation_id"]
     assert answer["members"], answer
     sync = {"group_id": group, "generation_id": generation, "member_id": member, "protocol_type": "consumer", "protocol_name": "range", "assignments": [{"member_id": member, "assignment": b"\0\1\2"}]}
-    sv, hv, cv, lv = min(version, 5), min(version, 4), 2 + version % 8, min(version, 5)
+    sv, hv, cv, lv = min(version, 5), min(version, 4), 2 + version % 9, min(version, 5)
     answer = await asker.ask(14, sv, sync)
     assert answer["error_code"] == ErrorCode.none, answer
     answer = await asker.ask(12, hv, {"group_id": group, "generation_id": generation, "member_id": member})
     assert answer["error_code"] == ErrorCode.none, answer
-    commit = {"group_id": group, "generation_id_or_member_epoch": generation, "member_id": member, "retention_time": -1, "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+    commit = {"group_id": group, "generation_id_or_member_epoch": generation, "member_id": member, "retention_time": -1, "topics": [{"name": topic, "topic_id": topic_id, "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
     answer = await asker.ask(8, cv, commit)
     assert answer["topics"][0]["partitions"][0]["error_code"] == ErrorCode.none, answer
-    await asker.ask(9, 1 + version % 9, {"group_id": group, "topics": None, "groups": [{"group_id": group, "topics": None}]})
+    await asker.ask(9, 1 + version % 10, {"group_id": group, "topics": None, "groups": [{"group_id": group, "topics": None}]})
     await asker.ask(15, min(version, 6), {"groups": [group]})
     await asker.ask(13, lv, {"group_id": group, "member_id": member, "members": [{"member_id": member, "group_instance_id": None, "reason": "done"}]})
     await asker.ask(47, 0, {"group_id": group, "topics": [{"name": topic, "partitions": [{"partition_index": 0}]}]})
@@ -268,7 +268,7 @@ async def _every_handler() -> list[tuple[int, int, dict]]:
         topic_id = b.cluster.topics[topic].topic_id
         batch = build_batch([Record(offset=0, timestamp=int(time.time() * 1000), key=b"k", value=b"v")])
         for version in range(10):
-            await _classic_flow(asker, topic, version)
+            await _classic_flow(asker, topic, topic_id, version)
         for api_key, (lo, hi) in sorted(supported_versions().items()):
             for version in range(lo, hi + 1):
                 body = _requests(topic, topic_id, f"g-{api_key}-{version}", version, batch).get(api_key)

@@ -190,14 +190,15 @@ def test_join_creates_group_bumps_epoch_and_assigns(h):
     mid = resp["member_id"]
     # CGHB v0: the coordinator generates the id, Kafka's 22-char Uuid.toString()
     assert len(mid) == 22 and "-" not in mid.replace("_", "").replace("-", "") and "=" not in mid
-    assert resp["member_epoch"] == 1
+    # a new group is at epoch 1 with an empty assignment (Kafka 4.2+, KAFKA-20268): the first member's join moves it to 2
+    assert resp["member_epoch"] == 2
     assert resp["heartbeat_interval"] == 5000
     assert h.names(resp["assignment"]) == {"t": [0, 1, 2, 3]}
     g = h.cgroup()
-    assert (g.group_epoch, g.assignment_epoch, g.state) == (1, 1, STABLE_GROUP)
+    assert (g.group_epoch, g.assignment_epoch, g.state) == (2, 2, STABLE_GROUP)
     m = g.members[mid]
-    assert (m.member_epoch, m.previous_member_epoch, m.state, m.rebalance_timeout_ms) == (1, 0, STABLE, 30_000)
-    assert all(g.current_partition_epoch(T_ID, p) == 1 for p in range(4))
+    assert (m.member_epoch, m.previous_member_epoch, m.state, m.rebalance_timeout_ms) == (2, 0, STABLE, 30_000)
+    assert all(g.current_partition_epoch(T_ID, p) == 2 for p in range(4))
     assert kinds(h.last_records) == [
         ("ConsumerGroupMemberMetadataKey", False),
         ("ConsumerGroupMetadataKey", False),
@@ -206,7 +207,7 @@ def test_join_creates_group_bumps_epoch_and_assigns(h):
         ("ConsumerGroupCurrentMemberAssignmentKey", False),
     ]
     [(_, epoch_rec)] = [kv for kv in decoded(h.last_records) if isinstance(kv[0], ConsumerGroupMetadataKey)]
-    assert epoch_rec.epoch == 1
+    assert epoch_rec.epoch == 2
 
 
 def test_v1_member_id_is_client_supplied(h):
@@ -220,20 +221,20 @@ def test_null_fields_mean_unchanged_and_assignment_only_when_needed(kafka_h):
     h.join("a", topics=["t"], rack="r1", assignor="range")
     records_before = len(h.durable)
     # a plain heartbeat: nothing sent, nothing changes, no Assignment field
-    resp = h.hb("a", 1)
-    assert err(resp) == E.none and resp["member_epoch"] == 1 and resp["assignment"] is None
+    resp = h.hb("a", 2)
+    assert err(resp) == E.none and resp["member_epoch"] == 2 and resp["assignment"] is None
     assert len(h.durable) == records_before
     m = h.member("a")
     assert (m.subscribed_topic_names, m.rack_id, m.server_assignor, m.rebalance_timeout_ms) == (["t"], "r1", "range", 30_000)
     # owned partitions alone (not a full request) do not bring the assignment either
-    assert h.hb("a", 1, owned={"t": [0, 1, 2, 3]})["assignment"] is None
+    assert h.hb("a", 2, owned={"t": [0, 1, 2, 3]})["assignment"] is None
     # a full request (rebalance timeout + subscription + owned) does
-    full = h.hb("a", 1, rebalance=30_000, topics=["t"], owned={"t": [0, 1, 2, 3]})
+    full = h.hb("a", 2, rebalance=30_000, topics=["t"], owned={"t": [0, 1, 2, 3]})
     assert h.names(full["assignment"]) == {"t": [0, 1, 2, 3]}
     assert len(h.durable) == records_before  # same values: no record
     # changing the subscription bumps the group epoch and moves the assignment
-    resp = h.hb("a", 1, topics=["t", "u"])
-    assert resp["member_epoch"] == 2 and h.cgroup().group_epoch == 2
+    resp = h.hb("a", 2, topics=["t", "u"])
+    assert resp["member_epoch"] == 3 and h.cgroup().group_epoch == 3
     assert h.names(resp["assignment"]) == {"t": [0, 1, 2, 3], "u": [0, 1]}
 
 
@@ -251,41 +252,41 @@ def test_second_member_revoke_before_assign(kafka_h):
     n = len(h.durable)
     rb = h.join("b")
     g = h.cgroup()
-    assert (g.group_epoch, g.assignment_epoch) == (2, 2)
+    assert (g.group_epoch, g.assignment_epoch) == (3, 3)
     # the new target: both members changed, so both TargetAssignmentMember records are written
     targets = [k.member_id for k, v in decoded(h.durable[n:]) if isinstance(k, ConsumerGroupTargetAssignmentMemberKey)]
     assert sorted(targets) == ["a", "b"]
     ta, tb = h.target("a"), h.target("b")
     assert sorted(ta["t"] + tb["t"]) == [0, 1, 2, 3] and len(ta["t"]) == 2
     # b must wait: its partitions are still held by a
-    assert rb["member_epoch"] == 2 and h.names(rb["assignment"]) == {}
+    assert rb["member_epoch"] == 3 and h.names(rb["assignment"]) == {}
     assert h.member("b").state == UNRELEASED_PARTITIONS
     assert g.state == RECONCILING
     # a is asked to revoke first: assignment shrinks, epoch unchanged
-    ra = h.hb("a", 1, owned={"t": [0, 1, 2, 3]})
-    assert ra["member_epoch"] == 1 and h.names(ra["assignment"]) == ta
+    ra = h.hb("a", 2, owned={"t": [0, 1, 2, 3]})
+    assert ra["member_epoch"] == 2 and h.names(ra["assignment"]) == ta
     ma = h.member("a")
     assert ma.state == UNREVOKED_PARTITIONS and h.names(ma.pending_revocation) == tb
     # b asks again: still unreleased (a still holds them, pending revocation)
-    rb2 = h.hb("b", 2, owned={})
-    assert rb2["member_epoch"] == 2 and rb2["assignment"] is None and h.member("b").state == UNRELEASED_PARTITIONS
+    rb2 = h.hb("b", 3, owned={})
+    assert rb2["member_epoch"] == 3 and rb2["assignment"] is None and h.member("b").state == UNRELEASED_PARTITIONS
     # a keeps reporting the revoked partitions: nothing moves
-    ra2 = h.hb("a", 1, owned={"t": [0, 1, 2, 3]})
-    assert ra2["member_epoch"] == 1 and ra2["assignment"] is None
+    ra2 = h.hb("a", 2, owned={"t": [0, 1, 2, 3]})
+    assert ra2["member_epoch"] == 2 and ra2["assignment"] is None
     # a stops reporting them: it moves to the new epoch, the partitions are free
-    ra3 = h.hb("a", 1, owned=ta)
-    assert ra3["member_epoch"] == 2 and ra3["assignment"] is None  # its assigned set did not change
-    assert h.member("a").state == STABLE and h.member("a").previous_member_epoch == 1
+    ra3 = h.hb("a", 2, owned=ta)
+    assert ra3["member_epoch"] == 3 and ra3["assignment"] is None  # its assigned set did not change
+    assert h.member("a").state == STABLE and h.member("a").previous_member_epoch == 2
     assert all(g.current_partition_epoch(T_ID, p) == -1 for p in tb["t"])
     # b picks them up
-    rb3 = h.hb("b", 2, owned={})
-    assert rb3["member_epoch"] == 2 and h.names(rb3["assignment"]) == tb
+    rb3 = h.hb("b", 3, owned={})
+    assert rb3["member_epoch"] == 3 and h.names(rb3["assignment"]) == tb
     assert h.member("b").state == STABLE
     assert g.state == STABLE_GROUP
-    assert all(g.current_partition_epoch(T_ID, p) == 2 for p in range(4))
+    assert all(g.current_partition_epoch(T_ID, p) == 3 for p in range(4))
     # steady state: no Assignment field any more
-    assert h.hb("a", 2, owned=ta)["assignment"] is None
-    assert h.hb("b", 2, owned=tb)["assignment"] is None
+    assert h.hb("a", 3, owned=ta)["assignment"] is None
+    assert h.hb("b", 3, owned=tb)["assignment"] is None
 
 
 def test_unrevoked_member_revokes_again_at_the_same_epoch_when_target_changes_again(h):
@@ -293,15 +294,15 @@ def test_unrevoked_member_revokes_again_at_the_same_epoch_when_target_changes_ag
     (Kafka 4.3+; 4.1 moved it to epoch + 1, KAFKA-16249)."""
     h.topic("w", 6)
     h.join("a", topics=["w"])
-    h.join("b", topics=["w"])  # epoch 2: a must revoke
-    h.hb("a", 1, owned={"w": [0, 1, 2, 3, 4, 5]})
+    h.join("b", topics=["w"])  # epoch 3: a must revoke
+    h.hb("a", 2, owned={"w": [0, 1, 2, 3, 4, 5]})
     assert h.member("a").state == UNREVOKED_PARTITIONS
-    h.join("c", topics=["w"])  # epoch 3: a must give up more
+    h.join("c", topics=["w"])  # epoch 4: a must give up more
     ta3 = h.target("a")
     assert len(ta3["w"]) == 2
-    h.hb("a", 1, owned=h.assigned("a"))  # revoked epoch 2's partitions, still holds some of epoch 3's
+    h.hb("a", 2, owned=h.assigned("a"))  # revoked epoch 3's partitions, still holds some of epoch 4's
     m = h.member("a")
-    assert (m.state, m.member_epoch, m.previous_member_epoch) == (UNREVOKED_PARTITIONS, 1, 1)
+    assert (m.state, m.member_epoch, m.previous_member_epoch) == (UNREVOKED_PARTITIONS, 2, 2)
     assert h.names(m.assigned) == ta3
     # the rebalance timer follows the member to its new epoch: it still fences if it never revokes
     h.advance(30_000)
@@ -314,30 +315,30 @@ def test_partition_pending_revocation_by_self_is_not_unreleased(h):
     h.join("a")
     h.join("b")  # a must revoke b's share
     ta = h.target("a")
-    h.hb("a", 1, owned={"t": [0, 1, 2, 3]})
-    h.hb("b", 2, owned={}, topics=[])  # b unsubscribes: epoch 3, a's target is everything again
+    h.hb("a", 2, owned={"t": [0, 1, 2, 3]})
+    h.hb("b", 3, owned={}, topics=[])  # b unsubscribes: epoch 4, a's target is everything again
     assert h.target("a") == {"t": [0, 1, 2, 3]}
-    r = h.hb("a", 1, owned=ta)  # a revoked b's share, which is its own again at once (Kafka 4.2+, KAFKA-19449)
+    r = h.hb("a", 2, owned=ta)  # a revoked b's share, which is its own again at once (Kafka 4.2+, KAFKA-19449)
     m = h.member("a")
-    assert (m.member_epoch, m.state) == (3, STABLE)
+    assert (m.member_epoch, m.state) == (4, STABLE)
     assert h.names(r["assignment"]) == {"t": [0, 1, 2, 3]} == h.names(m.assigned)
-    assert all(h.cgroup().current_partition_epoch(T_ID, p) == 3 for p in range(4))
+    assert all(h.cgroup().current_partition_epoch(T_ID, p) == 4 for p in range(4))
 
 
 def test_lost_response_previous_epoch_with_subset_is_accepted(h):
     a, b = two_members(h)
     ma = h.member(a)
-    assert (ma.member_epoch, ma.previous_member_epoch) == (2, 1)
-    # a never saw epoch 2: it heartbeats with epoch 1 and a subset of its assignment
-    resp = h.hb(a, 1, owned=h.assigned(a))
-    assert err(resp) == E.none and resp["member_epoch"] == 2
+    assert (ma.member_epoch, ma.previous_member_epoch) == (3, 2)
+    # a never saw epoch 3: it heartbeats with epoch 2 and a subset of its assignment
+    resp = h.hb(a, 2, owned=h.assigned(a))
+    assert err(resp) == E.none and resp["member_epoch"] == 3
     # previous epoch but owning partitions outside its assignment: fenced
-    resp = h.hb(a, 1, owned={"t": [0, 1, 2, 3]})
+    resp = h.hb(a, 2, owned={"t": [0, 1, 2, 3]})
     assert err(resp) == E.fenced_member_epoch
     # previous epoch with null owned partitions: not a subset, fenced
-    assert err(h.hb(a, 1)) == E.fenced_member_epoch
+    assert err(h.hb(a, 2)) == E.fenced_member_epoch
     # an older epoch than the previous one: fenced
-    assert err(h.hb(a, 0, owned={})) == E.fenced_member_epoch
+    assert err(h.hb(a, 1, owned={})) == E.fenced_member_epoch
 
 
 def test_epoch_errors(h):
@@ -361,7 +362,7 @@ def test_fenced_member_can_rejoin_after_session_timeout(h):
     # epoch 0 is a's previous epoch and it owns nothing: accepted as a lost response
     assert err(h.join("a")) == E.none
     h.topic("t", 5)
-    assert h.hb("a", 1)["member_epoch"] == 2
+    assert h.hb("a", 2)["member_epoch"] == 3
     assert err(h.join("a")) == E.fenced_member_epoch
     h.advance(45_000)
     assert err(h.join("a")) == E.none
@@ -371,27 +372,27 @@ def test_fenced_member_can_rejoin_after_session_timeout(h):
 def test_rebalance_timeout_fences_member_that_keeps_revocation(h):
     h.join("a", rebalance=10_000)
     h.join("b")
-    h.hb("a", 1, owned={"t": [0, 1, 2, 3]})
+    h.hb("a", 2, owned={"t": [0, 1, 2, 3]})
     assert h.member("a").state == UNREVOKED_PARTITIONS
     h.advance(5_000)
-    h.hb("a", 1, owned={"t": [0, 1, 2, 3]})  # heartbeats keep the session, not the revocation
-    h.hb("b", 2, owned={})
+    h.hb("a", 2, owned={"t": [0, 1, 2, 3]})  # heartbeats keep the session, not the revocation
+    h.hb("b", 3, owned={})
     records = h.advance(5_000)
     g = h.cgroup()
     assert "a" not in g.members
-    assert g.group_epoch == 3
+    assert g.group_epoch == 4
     assert ("ConsumerGroupCurrentMemberAssignmentKey", True) in kinds(records)
     # b gets everything after the new target
-    r = h.hb("b", 2, owned={})
-    assert r["member_epoch"] == 3 and h.names(r["assignment"]) == {"t": [0, 1, 2, 3]}
-    assert err(h.hb("a", 1, owned={})) == E.unknown_member_id
+    r = h.hb("b", 3, owned={})
+    assert r["member_epoch"] == 4 and h.names(r["assignment"]) == {"t": [0, 1, 2, 3]}
+    assert err(h.hb("a", 2, owned={})) == E.unknown_member_id
 
 
 def test_rebalance_timer_cancelled_once_revoked(h):
     h.join("a", rebalance=10_000)
     h.join("b")
-    h.hb("a", 1, owned={"t": [0, 1, 2, 3]})
-    h.hb("a", 1, owned=h.assigned("a"))
+    h.hb("a", 2, owned={"t": [0, 1, 2, 3]})
+    h.hb("a", 2, owned=h.assigned("a"))
     h.advance(10_000)
     assert "a" in h.cgroup().members
 
@@ -399,13 +400,13 @@ def test_rebalance_timer_cancelled_once_revoked(h):
 def test_session_timeout_fences(h):
     a, b = two_members(h)
     h.advance(40_000)
-    assert h.hb(b, 2)["member_epoch"] == 2
+    assert h.hb(b, 3)["member_epoch"] == 3
     h.advance(10_000)
     # a stopped heartbeating 50 s ago: fenced at 45 s
     g = h.cgroup()
-    assert a not in g.members and g.group_epoch == 3
-    r = h.hb(b, 2, owned=h.assigned(b))
-    assert r["member_epoch"] == 3 and h.names(r["assignment"]) == {"t": [0, 1, 2, 3]}
+    assert a not in g.members and g.group_epoch == 4
+    r = h.hb(b, 3, owned=h.assigned(b))
+    assert r["member_epoch"] == 4 and h.names(r["assignment"]) == {"t": [0, 1, 2, 3]}
 
 
 def test_leave_with_minus_one(h):
@@ -419,12 +420,15 @@ def test_leave_with_minus_one(h):
         ("ConsumerGroupMetadataKey", False),
     ]
     g = h.cgroup()
-    assert a not in g.members and g.group_epoch == 3 and g.state == ASSIGNING
+    assert a not in g.members and g.group_epoch == 4 and g.state == ASSIGNING
     assert not h.shard.timers.is_scheduled(f"consumer-session:{G}:{a}")
-    h.hb(b, 2)
+    h.hb(b, 3)
     assert g.state == STABLE_GROUP
     # the last member leaves: Empty, still a consumer group
+    # and (Kafka 4.2+) the empty target assignment moves to the new group epoch at once
     h.hb(b, -1)
+    assert ("ConsumerGroupTargetAssignmentMetadataKey", False) in kinds(h.last_records)
+    assert (g.group_epoch, g.assignment_epoch) == (5, 5)
     assert g.state == EMPTY and isinstance(h.shard.groups[G], ConsumerGroup)
 
 
@@ -432,9 +436,9 @@ def test_leave_with_minus_one(h):
 def test_static_member_temporary_leave_and_rejoin(h):
     h.join("a1", instance="i-a")
     h.join("b", )
-    h.hb("a1", 1, owned={"t": [0, 1, 2, 3]}, instance="i-a")
-    h.hb("a1", 1, owned=h.assigned("a1"), instance="i-a")
-    h.hb("b", 2, owned={})
+    h.hb("a1", 2, owned={"t": [0, 1, 2, 3]}, instance="i-a")
+    h.hb("a1", 2, owned=h.assigned("a1"), instance="i-a")
+    h.hb("b", 3, owned={})
     g = h.cgroup()
     assert g.state == STABLE_GROUP
     kept = h.assigned("a1")
@@ -495,7 +499,7 @@ def test_static_leave_with_minus_one_removes(h):
     h.join("a1", instance="i-a")
     h.hb("a1", -1, instance="i-a")
     g = h.cgroup()
-    assert g.members == {} and g.static_members == {} and g.group_epoch == 2
+    assert g.members == {} and g.static_members == {} and (g.group_epoch, g.assignment_epoch) == (3, 3)
 
 
 def test_group_consumer_max_size(loop):
@@ -548,20 +552,20 @@ def test_two_members_share_a_regex(h):
 def test_partitions_added_bump_the_group_epoch(h):
     h.join("a")
     h.topic("t", 6)
-    resp = h.hb("a", 1)
-    assert resp["member_epoch"] == 2 and h.cgroup().group_epoch == 2
+    resp = h.hb("a", 2)
+    assert resp["member_epoch"] == 3 and h.cgroup().group_epoch == 3
     assert h.names(resp["assignment"]) == {"t": [0, 1, 2, 3, 4, 5]}
     # a topic nobody subscribes to changing does not bump
     h.topic("u", 5)
-    assert h.hb("a", 2)["member_epoch"] == 2
+    assert h.hb("a", 3)["member_epoch"] == 3
 
 
 def test_subscribed_topic_created_later(h):
     resp = h.join("a", topics=["later"])
-    assert h.names(resp["assignment"]) == {} and resp["member_epoch"] == 1
+    assert h.names(resp["assignment"]) == {} and resp["member_epoch"] == 2
     h.topic("later", 2)
-    resp = h.hb("a", 1)
-    assert resp["member_epoch"] == 2 and h.names(resp["assignment"]) == {"later": [0, 1]}
+    resp = h.hb("a", 2)
+    assert resp["member_epoch"] == 3 and h.names(resp["assignment"]) == {"later": [0, 1]}
 
 
 # =========================================================================== assignors and validation (3.2, 3.6)
@@ -633,9 +637,9 @@ def test_derived_group_states(h):
     # Assigning: group epoch ahead of the assignment epoch (a record replayed by itself)
     h.apply(lambda s: s.consumer.write_group_epoch(g, g.group_epoch + 1, g.metadata_hash))
     assert g.state == ASSIGNING
-    h.hb("a", 1, owned={"t": [0, 1, 2, 3]})  # recomputes the target
+    h.hb("a", 2, owned={"t": [0, 1, 2, 3]})  # recomputes the target
     assert g.assignment_epoch == g.group_epoch and g.state == RECONCILING
-    h.hb("a", 1, owned=h.assigned("a"))
+    h.hb("a", 2, owned=h.assigned("a"))
     h.hb("b", h.member("b").member_epoch, owned={})
     h.hb("b", h.member("b").member_epoch, owned={})
     assert g.state == STABLE_GROUP
@@ -651,16 +655,16 @@ def codes(answer) -> set:
 
 def test_offset_commit_with_member_epoch(h):
     a, b = two_members(h)
-    assert codes(h.commit(a, 2)) == {E.none}
+    assert codes(h.commit(a, 3)) == {E.none}
     kept, given = h.assigned(a)["t"][0], h.assigned(b)["t"][0]
     # KIP-1251 (Kafka 4.3+): an older epoch commits what the member has held since that epoch
-    assert codes(h.commit(a, 1, parts=(("t", kept, 10, None),))) == {E.none}
-    assert codes(h.commit(a, 1, parts=(("t", kept, 10, None), ("t", given, 10, None)))) == {E.stale_member_epoch}  # one it gave away
-    assert codes(h.commit(a, 0, parts=(("t", kept, 10, None),))) == {E.stale_member_epoch}  # older than its assignment
-    assert codes(h.commit(b, 1, parts=(("t", given, 10, None),))) == {E.stale_member_epoch}  # b got it at epoch 2
-    assert codes(h.commit(a, 3)) == {E.stale_member_epoch}
-    assert codes(h.commit("ghost", 2)) == {E.unknown_member_id}
-    assert codes(h.commit(a, 2, version=8)) == {E.unsupported_version}
+    assert codes(h.commit(a, 2, parts=(("t", kept, 10, None),))) == {E.none}
+    assert codes(h.commit(a, 2, parts=(("t", kept, 10, None), ("t", given, 10, None)))) == {E.stale_member_epoch}  # one it gave away
+    assert codes(h.commit(a, 1, parts=(("t", kept, 10, None),))) == {E.stale_member_epoch}  # older than its assignment
+    assert codes(h.commit(b, 2, parts=(("t", given, 10, None),))) == {E.stale_member_epoch}  # b got it at epoch 3
+    assert codes(h.commit(a, 4)) == {E.stale_member_epoch}
+    assert codes(h.commit("ghost", 3)) == {E.unknown_member_id}
+    assert codes(h.commit(a, 3, version=8)) == {E.unsupported_version}
     # admin commit (epoch -1, no member): only when the group has no members
     assert codes(h.commit("", -1)) == {E.unknown_member_id}
     h.hb(a, -1)
@@ -675,18 +679,18 @@ def test_offset_commit_to_unknown_group(h):
 
 def test_offset_fetch_member_validation(h):
     a, b = two_members(h)
-    assert h.shard.validate_fetch(G, a, 2) is None
-    assert h.shard.validate_fetch(G, a, 1) == E.stale_member_epoch
-    assert h.shard.validate_fetch(G, "ghost", 2) == E.unknown_member_id
+    assert h.shard.validate_fetch(G, a, 3) is None
+    assert h.shard.validate_fetch(G, a, 2) == E.stale_member_epoch
+    assert h.shard.validate_fetch(G, "ghost", 3) == E.unknown_member_id
     assert h.shard.validate_fetch(G, None, -1) is None  # admin
-    h.commit(a, 2, parts=(("t", 0, 42, "md"),))
+    h.commit(a, 3, parts=(("t", 0, 42, "md"),))
     [(t, p, v)] = h.shard.offset_fetch(G, [("t", [0])], stable=False)
     assert (t, p, v.offset, v.metadata) == ("t", 0, 42, "md")
 
 
 def test_delete_groups(h):
     a, b = two_members(h)
-    h.commit(a, 2)
+    h.commit(a, 3)
     assert h.apply(lambda s: s.delete_groups([G])).response == [(G, E.non_empty_group)]
     h.hb(a, -1)
     h.hb(b, -1)
@@ -703,7 +707,7 @@ def test_delete_groups(h):
 
 def test_offset_delete_subscribed_topic(h):
     a, b = two_members(h)
-    h.commit(a, 2, parts=(("t", 0, 1, None), ("u", 0, 1, None)))
+    h.commit(a, 3, parts=(("t", 0, 1, None), ("u", 0, 1, None)))
     top, answer = h.apply(lambda s: s.offset_delete(G, [("t", [0]), ("u", [0])])).response
     assert top == E.none
     assert answer == [("t", 0, E.group_subscribed_to_topic), ("u", 0, E.none)]
@@ -712,7 +716,7 @@ def test_offset_delete_subscribed_topic(h):
 
 def test_offset_expiry_for_consumer_groups(h):
     a, b = two_members(h)
-    h.commit(a, 2, parts=(("t", 0, 1, None), ("u", 0, 1, None)))
+    h.commit(a, 3, parts=(("t", 0, 1, None), ("u", 0, 1, None)))
     retention = h.config.offsets_retention_ms
     h.now += retention - 1
     h.apply(lambda s: s.expire_offsets())
@@ -726,7 +730,7 @@ def test_offset_expiry_for_consumer_groups(h):
 
 def test_empty_consumer_group_offsets_age_from_commit_and_group_goes(h):
     h.join("a")
-    h.commit("a", 1)
+    h.commit("a", 2)
     h.now += 1000
     h.hb("a", -1)
     h.now += h.config.offsets_retention_ms - 1000  # retention after the commit, not after becoming Empty
@@ -800,7 +804,7 @@ def test_replay_after_restart_rebuilds_identical_state(h, folded):
 def test_loaded_consumer_group_gets_session_and_rebalance_timers(h):
     h.join("a", rebalance=10_000)
     h.join("b")
-    h.hb("a", 1, owned={"t": [0, 1, 2, 3]})  # a is UNREVOKED_PARTITIONS
+    h.hb("a", 2, owned={"t": [0, 1, 2, 3]})  # a is UNREVOKED_PARTITIONS
     fresh = replayed(h, h.durable, folded=True)
     h.shard = fresh
     h.apply_records = h.shard.on_loaded()
@@ -855,19 +859,19 @@ def test_session_timer_due_after_a_stall_does_not_fence_a_member_whose_heartbeat
     lossy(h)
     a, b = two_members(h)
     h.advance(1_000)
-    h.hb(a, 2)
-    h.hb(b, 2)  # both due at 46 s
+    h.hb(a, 3)
+    h.hb(b, 3)  # both due at 46 s
     h.lost += 40_000
     h.advance(46_000)  # the loop could not run from 7 s to 47 s; the timers fire first thing after
     g = h.cgroup()
-    assert set(g.members) == {a, b} and g.group_epoch == 2
-    assert err(h.hb(a, 2)) == E.none  # a's heartbeat, read after the timers
+    assert set(g.members) == {a, b} and g.group_epoch == 3
+    assert err(h.hb(a, 3)) == E.none  # a's heartbeat, read after the timers
     h.advance(38_999)  # b, dead all along, is fenced once given the 40 s back (at 86 s)
-    h.hb(a, 2)
+    h.hb(a, 3)
     assert b in h.cgroup().members
     h.advance(1)
     g = h.cgroup()
-    assert b not in g.members and a in g.members and g.group_epoch == 3
+    assert b not in g.members and a in g.members and g.group_epoch == 4
     removed = [kw for event, kw in h.log.events if event == "consumer group member removed"]
     assert [(kw["member"], kw["reason"]) for kw in removed] == [(b, "session timeout expired")]
 
@@ -1010,22 +1014,22 @@ def test_assignment_epochs_follow_kafka_44(h):
     """A partition keeps the epoch it was assigned at while the member holds it (also pending
     revocation and across epoch bumps that leave it alone); one newly assigned takes the member's
     new epoch. The records carry them, and a replay rebuilds them."""
-    h.join("a")  # epoch 1: a gets everything
+    h.join("a")  # epoch 2 (a new group starts at 1): a gets everything
     t = T_ID
-    assert h.member("a").assignment_epochs == {(t, p): 1 for p in range(4)}
-    h.join("b")  # epoch 2: a must give up half
-    h.hb("a", 1, owned=h.assigned("a"))
+    assert h.member("a").assignment_epochs == {(t, p): 2 for p in range(4)}
+    h.join("b")  # epoch 3: a must give up half
+    h.hb("a", 2, owned=h.assigned("a"))
     a = h.member("a")
     assert a.state == UNREVOKED_PARTITIONS
-    assert a.assignment_epochs == {(t, p): 1 for p in range(4)}  # pending revocation keeps its epoch
-    h.hb("a", 1, owned=h.assigned("a"))  # revoked: a moves to epoch 2, keeping its partitions' epochs
+    assert a.assignment_epochs == {(t, p): 2 for p in range(4)}  # pending revocation keeps its epoch
+    h.hb("a", 2, owned=h.assigned("a"))  # revoked: a moves to epoch 3, keeping its partitions' epochs
     a = h.member("a")
-    assert a.member_epoch == 2 and a.assignment_epochs == {(t, p): 1 for p in h.assigned("a")["t"]}
+    assert a.member_epoch == 3 and a.assignment_epochs == {(t, p): 2 for p in h.assigned("a")["t"]}
     h.hb("b", h.member("b").member_epoch, owned={})
     b = h.member("b")
-    assert b.member_epoch == 2 and b.assignment_epochs == {(t, p): 2 for p in h.assigned("b")["t"]}
+    assert b.member_epoch == 3 and b.assignment_epochs == {(t, p): 3 for p in h.assigned("b")["t"]}
     [(_, value)] = [(k, v) for k, v in decoded(h.durable) if type(k) is ConsumerGroupCurrentMemberAssignmentKey and k.member_id == "b"][-1:]
-    assert [tp.assignment_epochs for tp in value.assigned_partitions] == [[2, 2]]
+    assert [tp.assignment_epochs for tp in value.assigned_partitions] == [[3, 3]]
     assert snapshot(replayed(h, h.durable, folded=True)) == snapshot(h.shard)
 
 
@@ -1048,10 +1052,10 @@ def test_a_current_assignment_written_before_kafka_43_takes_the_member_epoch(h):
 def test_a_replaced_static_member_keeps_its_partitions_assignment_epochs(h):
     h.join("s1", instance="i")
     h.join("b")
-    h.hb("s1", 1, owned=h.assigned("s1"))
-    h.hb("s1", 1, owned=h.assigned("s1"))
+    h.hb("s1", 2, owned=h.assigned("s1"))
+    h.hb("s1", 2, owned=h.assigned("s1"))
     before = dict(h.member("s1").assignment_epochs)
-    assert set(before.values()) == {1}
+    assert set(before.values()) == {2}
     h.hb("s1", -2, instance="i")  # temporary leave
     h.join("s2", instance="i")
     assert h.member("s2").assignment_epochs == before

@@ -122,7 +122,7 @@ def test_offline_classic_to_consumer_keeps_offsets(h):
     # an epoch other than 0 does not convert
     assert h.hb("k", 1)["error_code"] == E.group_id_not_found
     resp = h.kjoin("k")
-    assert resp["error_code"] == E.none and resp["member_epoch"] == 1
+    assert resp["error_code"] == E.none and resp["member_epoch"] == 2
     assert key_types(h.last_records)[0] == "GroupMetadataKey-"
     assert isinstance(h.shard.groups[G], ConsumerGroup)
     assert h.shard.offsets.has_offsets(G)
@@ -134,7 +134,7 @@ def test_offline_classic_to_consumer_keeps_offsets(h):
 
 def test_offline_consumer_to_classic_keeps_offsets(h):
     h.kjoin("k")
-    h.commit("k", 1)
+    h.commit("k", 2)
     h.hb("k", -1)
     assert h.cgroup().state == "Empty"
     n = len(h.durable)
@@ -222,34 +222,34 @@ def test_classic_member_inside_consumer_group(h):
     ans = h.cjoin(c).result()
     g = h.cgroup()
     assert ans["error_code"] == E.none
-    assert (ans["generation_id"], ans["protocol_type"], ans["protocol_name"], ans["leader"], ans["members"]) == (2, "consumer", "range", "", [])
-    assert g.members[c].classic is not None and g.members[c].member_epoch == 2
+    assert (ans["generation_id"], ans["protocol_type"], ans["protocol_name"], ans["leader"], ans["members"]) == (3, "consumer", "range", "", [])
+    assert g.members[c].classic is not None and g.members[c].member_epoch == 3
     tc = h.target(c)
     assert len(tc["t"]) == 2
     # its partitions are still k's: nothing yet
     assert g.members[c].state == UNRELEASED_PARTITIONS
-    s = h.sync(c, 2).result()
+    s = h.sync(c, 3).result()
     assert s["error_code"] == E.none and assigned_bytes(s["assignment"]) == {}
     assert (s["protocol_type"], s["protocol_name"]) == ("consumer", "range")
-    assert h.heartbeat(c, 2) == E.none  # nothing freed yet
-    assert h.heartbeat(c, 1) == E.illegal_generation
-    assert h.heartbeat("ghost", 2) == E.unknown_member_id
+    assert h.heartbeat(c, 3) == E.none  # nothing freed yet
+    assert h.heartbeat(c, 2) == E.illegal_generation
+    assert h.heartbeat("ghost", 3) == E.unknown_member_id
     # k revokes: c's partitions are free, it must rejoin to get them
-    h.hb("k", 1, owned={"t": [0, 1, 2, 3]})
-    h.hb("k", 1, owned=h.assigned("k"))
-    assert h.heartbeat(c, 2) == E.rebalance_in_progress
+    h.hb("k", 2, owned={"t": [0, 1, 2, 3]})
+    h.hb("k", 2, owned=h.assigned("k"))
+    assert h.heartbeat(c, 3) == E.rebalance_in_progress
     ans = h.cjoin(c).result()
-    assert ans["error_code"] == E.none and ans["generation_id"] == 2
-    s = h.sync(c, 2).result()
+    assert ans["error_code"] == E.none and ans["generation_id"] == 3
+    s = h.sync(c, 3).result()
     assert assigned_bytes(s["assignment"]) == tc
-    assert h.heartbeat(c, 2) == E.none
+    assert h.heartbeat(c, 3) == E.none
     assert g.state == STABLE_GROUP
     # OffsetCommit from the classic member: its generation is the member epoch
-    assert {e for *_, e in h.commit(c, 2, version=8)} == {E.none}
-    assert {e for *_, e in h.commit(c, 1, version=8)} == {E.illegal_generation}
+    assert {e for *_, e in h.commit(c, 3, version=8)} == {E.none}
+    assert {e for *_, e in h.commit(c, 2, version=8)} == {E.illegal_generation}
     # a new KIP-848 member: the classic member must rejoin
     h.kjoin("k2")
-    assert h.heartbeat(c, 2) == E.rebalance_in_progress
+    assert h.heartbeat(c, 3) == E.rebalance_in_progress
 
 
 def test_classic_v3_join_is_added_directly_and_sync_checks_protocol(h):

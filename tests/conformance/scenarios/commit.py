@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+import uuid
 
-from ..driver import Driver
+from ..driver import Closed, Driver
 from ..registry import scenario
 from ..steps import (
     commit,
@@ -20,6 +21,7 @@ from ..steps import (
     send_join,
     stable_group,
 )
+from ..steps import OFFSET_COMMIT, OFFSET_FETCH
 from .classic import wait_state
 
 
@@ -222,3 +224,33 @@ def commit_overwrites(d: Driver):
     commit(d, g, {t: {0: 5}}, metadata="first")
     commit(d, g, {t: {0: 3}}, metadata="second")
     d.obs("fetch", groups=fetch_summary(d, fetch_offsets(d, g, {t: [0]})))
+
+
+@scenario("commit")
+def topic_ids_v10(d: Driver):
+    """OffsetCommit and OffsetFetch v10 (topics by id, advertised since Kafka 4.2): a known topic with a partition
+    it lacks, an unknown topic id, then fetches of the topic, of the unknown id and of every topic; a broker
+    without v10 closes the connection."""
+    t = _topic(d, 2)
+    tid, ghost = d.topic_id("t"), uuid.uuid4()
+    g = d.group()
+
+    def parts(*ps):
+        return [{"partition_index": p, "committed_offset": 10 + p, "committed_leader_epoch": -1, "committed_metadata": "m"} for p in ps]
+
+    body = {"group_id": g, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"topic_id": tid, "partitions": parts(0, 1, 5)}, {"topic_id": ghost, "partitions": parts(0)}]}
+    try:
+        r = d.req(OFFSET_COMMIT, 10, body)
+    except Closed:
+        d.obs("commit", closed=True)
+        return
+    d.obs("commit", out=sorted([d.tid(x.topic_id), p.partition_index, d.norm(p.error_code)] for x in r.topics for p in x.partitions))
+    for label, topics in (("fetch", [{"topic_id": tid, "partition_indexes": [0, 1, 5]}]),
+                          ("fetch-unknown-id", [{"topic_id": ghost, "partition_indexes": [0]}]), ("fetch-all", None)):
+        r = d.req(OFFSET_FETCH, 10, {"groups": [{"group_id": g, "member_id": None, "member_epoch": -1, "topics": topics}],
+                                     "require_stable": False})
+        d.obs(label, groups=[{"error": x.error_code, "offsets": sorted(
+            [d.tid(tp.topic_id), p.partition_index, p.committed_offset, p.metadata, d.norm(p.error_code)] for tp in x.topics for p in tp.partitions)}
+            for x in r.groups])
+    _ = t

@@ -6,7 +6,7 @@ import datetime
 import struct
 import uuid
 
-from ..driver import Conn, Driver, legacy_message_set, record_batch
+from ..driver import Closed, Conn, Driver, legacy_message_set, record_batch
 from ..registry import scenario
 from ..steps import (
     API_VERSIONS,
@@ -347,6 +347,30 @@ def list_offsets_read_committed(d: Driver):
     t = d.create_topic("t", 1)
     _produce_some(d, t, [4])
     d.obs("committed", out=list_offsets_summary(d, list_offsets(d, t, {0: -1}, isolation=1)))
+
+
+@scenario("data")
+def list_offsets_special_timestamps(d: Driver):
+    """The special timestamps (-3 max, -4 earliest local, -5 latest tiered, -6 earliest pending upload, -7 none)
+    at each version: one the version does not know yet is UNSUPPORTED_VERSION for its partition."""
+    t = d.create_topic("t", 1)
+    for version in (1, 4, 6, 7, 8, 9, 10):
+        for ts in (-3, -4, -5, -6, -7):
+            d.obs(f"v{version}{ts}", out=list_offsets_summary(d, list_offsets(d, t, {0: ts}, version=version)))
+
+
+@scenario("data")
+def list_offsets_v11(d: Driver):
+    """ListOffsets v11 (Kafka 4.2+, KIP-1023: -6 earliest pending upload) with each special timestamp;
+    a broker without v11 closes the connection."""
+    t = d.create_topic("t", 1)
+    _produce_some(d, t, [2])
+    for ts in (-1, -2, -3, -4, -5, -6, -7):
+        try:
+            d.obs(f"ts{ts}", out=list_offsets_summary(d, list_offsets(d, t, {0: ts}, version=11)))
+        except Closed:
+            d.obs(f"ts{ts}", closed=True)
+            return
 
 
 def _unused() -> None:

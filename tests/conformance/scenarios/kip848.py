@@ -264,6 +264,26 @@ def previous_epoch_tolerated(d: Driver):
 
 
 @scenario("kip848")
+def commit_with_previous_epoch(d: Driver):
+    """OffsetCommit v9 one member epoch behind (KIP-1251): for partitions the member has held since before the
+    bump, for partitions another member got at the current epoch, and one epoch ahead."""
+    (t,) = topics(d, ("t", 4))
+    g = d.group()
+    a = M(d, g, [t], conn="a")
+    a.join()
+    b = M(d, g, [t], conn="b")
+    b.join()
+    converge([a, b])
+    a_parts = {p: 5 for _, ps in a.owned for p in ps}
+    b_parts = {p: 5 for _, ps in b.owned for p in ps}
+    d.obs("epochs", a=a.epoch, b=b.epoch, a_owned=len(a_parts), b_owned=len(b_parts))
+    for label, m, parts, epoch in (("a-current", a, a_parts, a.epoch), ("a-previous", a, a_parts, a.epoch - 1),
+                                   ("b-previous", b, b_parts, b.epoch - 1), ("a-previous-b-parts", a, b_parts, a.epoch - 1),
+                                   ("a-ahead", a, a_parts, a.epoch + 1)):
+        d.obs(label, out=commit_summary(d, commit(d, g, {t: parts}, generation=epoch, member_id=m.id)))
+
+
+@scenario("kip848")
 def leave_group(d: Driver):
     """Epoch -1 leaves: echoes the member id and -1; the group epoch moves; the group is Empty."""
     (t,) = topics(d, ("t", 2))
@@ -321,6 +341,19 @@ def reconcile_member_leaves(d: Driver):
     d.obs("before", a=a.epoch, b=b.epoch)
     d.obs("b-leaves", **shape(d, b.leave()))
     d.obs("a-hb", **shape(d, a.hb()))
+    d.obs("describe", groups=describe(d, g, exact_assignment=False))
+
+
+@scenario("kip848")
+def member_leaves_describe_before_heartbeat(d: Driver):
+    """Right after one of two members leaves, before anyone heartbeats: the group and assignment epochs and the state."""
+    (t,) = topics(d, ("t", 4))
+    g = d.group()
+    a, b = M(d, g, [t], conn="a"), M(d, g, [t], conn="b")
+    a.join()
+    b.join()
+    converge([a, b])
+    b.leave()
     d.obs("describe", groups=describe(d, g, exact_assignment=False))
 
 

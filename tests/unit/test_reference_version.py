@@ -48,5 +48,5 @@ def test_only_the_default_page_carries_the_changes_table():
 def test_known_differences_are_per_release():
     k41, k44 = known_differences.known_differences("4.1"), known_differences.known_differences("4.4")
     assert set(known_differences.COMMON) <= set(k41) & set(k44)
-    assert "kip848.commit_with_previous_epoch" in k44 and "data.list_offsets_v11" not in k44
-    assert "data.list_offsets_v11" in k41
+    assert "data.api_versions_ranges" in k44 and "data.list_offsets_v11" not in k44
+    assert "data.list_offsets_v11" in k41 and "kip848.commit_with_previous_epoch" in k41  # KIP-1251: 4.4 behaviour

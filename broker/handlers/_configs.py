@@ -79,6 +79,12 @@ def group_defaults(config) -> dict[str, str]:
     return out
 
 
+def group_builtin_default(name: str) -> str:
+    """A group config's own default (GroupConfig's), before any broker setting."""
+    d = _INT_GROUP.get(name)
+    return str(d[0]) if d is not None else _STRING_GROUP[name][0]
+
+
 def _bounds(name: str, config) -> tuple[int, int]:
     lo, hi = _INT_GROUP[name][2]
     own = {"consumer.session.timeout.ms": config.group_consumer_session_timeout_ms,
@@ -170,7 +176,7 @@ def check_broker_configs(props: dict[str, str]) -> None:
     are kept, as Kafka keeps custom broker configs."""
     static = sorted(n for n in props if n in static_broker_names())
     if static:
-        raise ConfigError(ErrorCode.invalid_request, f"Cannot update these configs dynamically: Set({', '.join(static)})")
+        raise ConfigError(ErrorCode.invalid_request, f"Cannot update these configs dynamically: [{', '.join(static)}]")  # Java's Set text (4.4)
     dynamic = broker_dynamic_settings()
     topic_values = {dynamic[n]: v for n, v in props.items() if n in dynamic}
     try:

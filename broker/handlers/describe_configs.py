@@ -22,7 +22,7 @@ from ..security.authorizer import Operation
 from ._configs import (
     AUTH, BOOLEAN, BROKER, BROKER_LOGGER, DEFAULT_CONFIG, DOUBLE, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
     GROUP, GROUP_CONFIG, GROUP_CONFIG_NAMES, INT, LIST, LONG, PASSWORD, STATIC_BROKER_CONFIG, STRING, TOPIC, TOPIC_CONFIG,
-    DENIED_MESSAGE, authorized, broker_dynamic_settings, group_config_type, group_defaults,
+    DENIED_MESSAGE, authorized, broker_dynamic_settings, group_builtin_default, group_config_type, group_defaults,
 )
 
 API_KEY = 32
@@ -197,7 +197,9 @@ def group_config_entries(ctx, group: str, *, synonyms: bool = False) -> list[dic
     out = []
     for name in GROUP_CONFIG_NAMES:
         value = overrides.get(name, defaults[name])
-        source = GROUP_CONFIG if name in overrides else DEFAULT_CONFIG
+        # a value from the broker's own setting is STATIC_BROKER_CONFIG in Kafka 4.4 (4.1 said DEFAULT_CONFIG);
+        # kafkalite cannot tell a setting given at its default from one left alone, and calls both DEFAULT_CONFIG
+        source = GROUP_CONFIG if name in overrides else STATIC_BROKER_CONFIG if value != group_builtin_default(name) else DEFAULT_CONFIG
         out.append(_entry(name, value, source, synonyms=[(name, value, source)] if synonyms else (), config_type=group_config_type(name)))
     return out
 

@@ -58,6 +58,13 @@ BY_VERSION: dict[str, dict[str, str]] = {
             "4.4 behaviour: OffsetCommit and OffsetFetch v10 (topics by id); Kafka 4.1 does not advertise v10 (unstable "
             "there) and closes the connection"),
         **{f"kip848.{name}": _EPOCHS_41 for name in _KIP848_EPOCH_SCENARIOS},
+        "configs.group_configs": (
+            "4.4 behaviour: a group config whose value comes from the broker's own setting (the suite sets "
+            "group.consumer.heartbeat.interval.ms and group.consumer.session.timeout.ms) is described with source "
+            "STATIC_BROKER_CONFIG; Kafka 4.1 says DEFAULT_CONFIG"),
+        "configs.broker_cluster_default": (
+            "4.4 behaviour: \"Cannot update these configs dynamically: [node.id]\" (Java's set text); Kafka 4.1 "
+            "writes Set(node.id)"),
         "kip848.commit_with_previous_epoch": (
             _EPOCHS_41 + "; and KIP-1251 (Kafka 4.3+): kafkalite accepts an OffsetCommit one member epoch behind for the "
             "partitions the member has held since before the bump, where 4.1 answers STALE_MEMBER_EPOCH"),

@@ -119,7 +119,7 @@ def test_alter_checks_in_kafkas_order():
     assert out["missing"] == [(ErrorCode.unknown_topic_or_partition, "The topic 'nope' does not exist.")]
     assert out["default-topic"] == [(ErrorCode.invalid_request, "Default topic resources are not allowed.")]
     assert out["other-broker"] == [(ErrorCode.invalid_request, "Unexpected broker id, expected 1, but received 7")]
-    assert out["static-broker"] == [(ErrorCode.invalid_request, "Cannot update these configs dynamically: Set(num.partitions)")]
+    assert out["static-broker"] == [(ErrorCode.invalid_request, "Cannot update these configs dynamically: [num.partitions]")]
     assert out["logger"] == [(ErrorCode.invalid_request, "Unknown resource type 8")]
     assert out["unknown-type"] == [(ErrorCode.invalid_request, "Unknown resource type 99")]
 

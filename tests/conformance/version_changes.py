@@ -70,6 +70,13 @@ CHANGES: list[tuple[str, str, str, str]] = [
      "computed at most once per `group.consumer.assignment.interval.ms` (1 s by default), on a background thread "
      "(`group.consumer.assignor.offload.enable`, true): a new or changed group is Assigning for up to a second",
      "computed in the heartbeat, as 4.4 with the interval at 0 and offload off; the suite runs 4.4 so"),
+    ("DescribeConfigs (32) of a group", "every config not set on the group: source DEFAULT_CONFIG",
+     "a value that comes from the broker's own group.* setting: STATIC_BROKER_CONFIG",
+     "as 4.4, where the broker's value differs from the config's own default (kafkalite cannot tell a setting "
+     "given at its default from one left alone)"),
+    ("AlterConfigs / IncrementalAlterConfigs (33, 44) of a static broker setting",
+     "INVALID_REQUEST \"Cannot update these configs dynamically: Set(node.id)\"",
+     "the same, written [node.id]", "as 4.4"),
     ("ShareFetch (78), ShareAcknowledge (79)", "v1", "v1-2", "share groups are not implemented"),
     ("StreamsGroupHeartbeat (88), StreamsGroupDescribe (89)", "not advertised (unstable v0)", "v0-1",
      "streams groups are not implemented"),

@@ -31,11 +31,12 @@ def reference_name() -> str:
 
 
 @contextlib.contextmanager
-def kafkalite(data_dir: Path | None = None):
-    """A fresh kafkalite; on exit stops it, raising HandlerFailed if a handler raised."""
+def kafkalite(data_dir: Path | None = None, partitions: int = 1):
+    """A fresh kafkalite (auto-created topics get ``partitions``); on exit stops it,
+    raising HandlerFailed if a handler raised."""
     own = data_dir is None
     data_dir = data_dir or Path(tempfile.mkdtemp(prefix="kafkalite-peers-"))
-    broker = BrokerProcess(data_dir, *KAFKALITE_ARGS).start()
+    broker = BrokerProcess(data_dir, *KAFKALITE_ARGS, "--num-partitions", str(partitions)).start()
     try:
         yield broker
     finally:
@@ -47,12 +48,12 @@ def kafkalite(data_dir: Path | None = None):
 
 
 @contextlib.contextmanager
-def reference():
+def reference(partitions: int = 1):
     """One reference Kafka (``tests.reference_kafka``); RuntimeError if it cannot run here."""
     ok, why = reference_kafka.available()
     if not ok:
         raise RuntimeError(why)
-    broker = reference_kafka.ReferenceKafka(config=REFERENCE_CONFIG).start()
+    broker = reference_kafka.ReferenceKafka(config={**REFERENCE_CONFIG, "num.partitions": partitions}).start()
     try:
         yield broker
     finally:

@@ -109,3 +109,36 @@ def verdict(name: str, entry: Entry | None, result: str, detail: str = "") -> Ve
     if result == "skip":
         return Verdict("skip", f"skipped (reference Kafka: {entry.kafka}): {detail[-300:]}")
     return Verdict("xfail", f"fails on kafkalite; the reference Kafka result is {entry.kafka!r}")
+
+
+def totals(suite: str) -> dict:
+    """The figures COMPATIBILITY.md shows for a suite, from its pass list."""
+    plist = load(suite)
+    tests = plist.tests.values()
+    return {
+        "suite": plist.header.get("suite", suite),
+        "version": plist.header.get("version", "?"),
+        "reference": plist.header.get("reference", "?"),
+        "tests": len(plist.tests),
+        "pass_kafka": sum(e.kafka == "pass" for e in tests),
+        "pass_kafkalite": plist.header.get("kafkalite_pass", "?"),
+        "listed": sum(bool(e.kafkalite) for e in tests),
+        "listed_kafka_pass": sum(bool(e.kafkalite) and e.kafka == "pass" for e in tests),
+    }
+
+
+def markdown_section(suites: tuple[str, ...] = ("kgo", "librdkafka")) -> list[str]:
+    """The "Peer test suites" section of COMPATIBILITY.md (docs/peer-suites.md has the details)."""
+    out = ["## Peer test suites", "",
+           "Other projects' own test suites, run against a fresh kafkalite per test by `pytest tests/peers` "
+           "(part of `make test`); their pass lists in tests/peers/*_expected.toml say which tests pass on the "
+           "reference Kafka and why kafkalite fails the listed ones (docs/peer-suites.md).", "",
+           "| Suite | Version | Tests run | Pass on Kafka | Pass on kafkalite | Listed differences |",
+           "|---|---|---|---|---|---|"]
+    for suite in suites:
+        t = totals(suite)
+        if not t["tests"]:
+            continue
+        out.append(f"| {t['suite']} | {t['version']} | {t['tests']} | {t['pass_kafka']} ({t['reference']}) | "
+                   f"{t['pass_kafkalite']} | {t['listed']} ({t['listed_kafka_pass']} that pass on Kafka) |")
+    return out + [""]

@@ -52,7 +52,7 @@ def check_unit(suite_name: str, unit: str, tmp_path) -> None:
     suite = SUITES[suite_name]
     built = prepared(suite)
     plist = expected.load(suite_name)
-    with brokers.kafkalite(tmp_path / "data") as broker:
+    with brokers.kafkalite(tmp_path / "data", suite.partitions) as broker:
         outcome = suite.run(built, unit, broker.bootstrap)
     verdicts = {name: expected.verdict(name, plist.tests.get(name), result, outcome.detail)
                 for name, result in suite.results(outcome).items()}

@@ -25,6 +25,7 @@ class Suite:
     header: Callable[[Any], dict]
     unit: Callable[[str], str]  # test name -> its unit
     results: Callable[[Any], dict[str, str]]  # outcome -> {test name: pass/fail/skip}
+    partitions: int = 1  # of auto-created topics, on both brokers
 
 
 def _kgo_header(built: kgo.Built) -> dict:
@@ -40,5 +41,7 @@ SUITES = {
     "kgo": Suite("kgo", "franz-go kgo", kgo.prepare, kgo.discover, kgo.run, _kgo_header,
                  unit=lambda name: name, results=lambda o: {o.name: o.result}),
     "librdkafka": Suite("librdkafka", "librdkafka", librdkafka.prepare, librdkafka.discover, librdkafka.run, _rdk_header,
-                        unit=lambda name: name[:4], results=lambda o: dict(o.subtests)),
+                        unit=lambda name: name[:4], results=lambda o: dict(o.subtests),
+                        # librdkafka's default test scenario (tests/scenarios/default.json): 4 partitions
+                        partitions=4),
 }

@@ -15,7 +15,8 @@ preparation installs with apt-get when it runs as root on Debian (unless
 
 Tests: the entries of tests/test.c's test table that need a broker (not
 ``TEST_F_LOCAL``, manual or known-issue), less those for SSL, SASL, OAUTHBEARER
-or ACL-authorised principals (``EXCLUDED``). ``TESTS=<number>`` runs every test
+or ACL-authorised principals, and two that only talk to librdkafka's mock
+cluster (``EXCLUDED``). ``TESTS=<number>`` runs every test
 of a number, so the unit of a run is a number; ``TEST_REPORT`` names the JSON
 report the runner writes, which gives each test's state. The runner runs in
 quick mode (``-Q``), without the other runner's resource checks, with
@@ -60,6 +61,9 @@ EXCLUDED = {
     "0126_oauthbearer_oidc": "SASL/OAUTHBEARER with an OIDC server",
     "0135_sasl_credentials": "SASL",
     "0142_reauthentication": "SASL re-authentication",
+    # flagged as broker tests but run against librdkafka's mock cluster only
+    "0139_offset_validation_mock": "librdkafka's mock cluster, not the broker",
+    "0150_telemetry_mock": "librdkafka's mock cluster, not the broker",
 }
 
 

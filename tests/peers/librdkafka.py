@@ -9,8 +9,8 @@ KIP-848 (``group.protocol=consumer``), which this one does.
 Build (once, cached under ``~/.cache/kafkalite/peers``): ``./configure``
 without SASL/GSSAPI/SSL/curl (no test here uses them), ``make libs``, then
 ``make build`` in tests/ (the ``test-runner``). It needs gcc, g++, make and
-zlib; zstd and lz4 are used when their -dev packages are there, which the
-preparation installs with apt-get when it runs as root on Debian (unless
+zlib; zstd, lz4 and RapidJSON (tests that check statistics JSON) are used
+when their -dev packages are there, which the preparation installs with apt-get when it runs as root on Debian (unless
 ``KAFKALITE_NO_APT`` is set).
 
 Tests: the entries of tests/test.c's test table that need a broker (not
@@ -47,7 +47,8 @@ ORIG = f"librdkafka_{VERSION}.orig.tar.gz"
 ORIG_SHA256 = "4d53568c13717b167d12c7b2a0fe12aeb5d6bfe02de53df5b68f86d870a81b33"
 POOL = "pool/main/libr/librdkafka"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-DEV_PACKAGES = ("zlib1g-dev", "libzstd-dev", "liblz4-dev")
+# codecs, and RapidJSON, without which the tests that check statistics JSON (0053, 0098, 0101, 0110) skip
+DEV_PACKAGES = ("zlib1g-dev", "libzstd-dev", "liblz4-dev", "rapidjson-dev")
 CONFIGURE = ("--disable-gssapi", "--disable-sasl", "--disable-ssl", "--disable-curl")
 BUILD_TIMEOUT_S = float(os.environ.get("KAFKALITE_LIBRDKAFKA_BUILD_TIMEOUT", 1200))
 TEST_TIMEOUT_S = float(os.environ.get("KAFKALITE_LIBRDKAFKA_TEST_TIMEOUT", 300))
@@ -135,7 +136,8 @@ def _dev_packages() -> None:
 
 
 def prepare() -> Built:
-    out = CACHE / f"librdkafka-{VERSION}"
+    recipe = hashlib.sha256(repr((CONFIGURE, DEV_PACKAGES)).encode()).hexdigest()[:8]
+    out = CACHE / f"librdkafka-{VERSION}-{recipe}"
     runner = out / "tests" / "test-runner"
     with _locked("peers-librdkafka"):
         if runner.exists():
@@ -196,6 +198,7 @@ def run(built: Built, number: str, bootstrap: str, timeout: float = TEST_TIMEOUT
                "LD_LIBRARY_PATH": f"{built.root / 'src'}:{built.root / 'src-cpp'}"}
         if group_protocol:
             env["TEST_CONSUMER_GROUP_PROTOCOL"] = group_protocol
+        before = set(_litter(built))
         start = time.monotonic()
         try:
             proc = subprocess.run(["./test-runner", "-L", "-Q", "-p1"], cwd=built.tests_dir, env=env,
@@ -206,16 +209,33 @@ def run(built: Built, number: str, bootstrap: str, timeout: float = TEST_TIMEOUT
             output += f"\nkilled after {timeout:.0f}s"
         seconds = time.monotonic() - start
         states = _report_states(report)
+        for path in set(_litter(built)) - before:
+            path.unlink(missing_ok=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     subtests = {name: _STATES.get(states.get(name, ""), "fail") for name in names}
     results = set(subtests.values())
     result = "fail" if "fail" in results or not subtests else ("pass" if "pass" in results else "skip")
-    detail = "\n".join(line for line in _strip_colours(output).splitlines()
-                       if "FAIL" in line or "Test" in line and "failed" in line)[-3000:]
+    detail = _summary(_strip_colours(output))
     if result != "pass" and not detail:
         detail = _strip_colours(output)[-3000:]
     return Outcome(number, result, seconds, detail, subtests)
+
+
+_NOTEWORTHY = re.compile(r"TEST FAILURE|^### Test|assertion failed|SKIPPING TEST|killed after")
+
+
+def _summary(output: str) -> str:
+    """The runner's failure and skip lines (and the message line after each "### Test ... failed")."""
+    lines = output.splitlines()
+    keep = [i for i, line in enumerate(lines) if _NOTEWORTHY.search(line)]
+    keep += [i + 1 for i in keep if lines[i].startswith("### Test") and i + 1 < len(lines)]
+    return "\n".join(lines[i] for i in sorted(set(keep)))[-3000:]
+
+
+def _litter(built: Built) -> list[Path]:
+    """The files the runner leaves in its directory: statistics and the legacy consumer's offset files."""
+    return [*built.tests_dir.glob("stats_*.json"), *built.tests_dir.glob("rdkafkatest_*.offset")]
 
 
 def _report_states(report: Path) -> dict[str, str]:

@@ -222,7 +222,9 @@ def run(built: Built, number: str, bootstrap: str, timeout: float = TEST_TIMEOUT
     results = set(subtests.values())
     result = "fail" if "fail" in results or not subtests else ("pass" if "pass" in results else "skip")
     detail = _summary(_strip_colours(output))
-    if result != "pass" and not detail:
+    if result == "skip" and not detail:
+        detail = "skipped silently by test-runner (the test needs another scenario, such as noautocreate)"
+    elif result != "pass" and not detail:
         detail = _strip_colours(output)[-3000:]
     return Outcome(number, result, seconds, detail, subtests)
 

@@ -3,7 +3,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test spark-jars test-unit reference-kafka test-conformance test-conformance-4.1 test-clients compat bench bench-compare fuzz soak reliability reliability-quick lint clean test-docker docker-engine docker-engine-stop docker-measure
+.PHONY: install run test spark-jars test-unit reference-kafka test-conformance test-conformance-4.1 test-clients test-peers peers-reference peers-kafkalite compat bench bench-compare fuzz soak reliability reliability-quick lint clean test-docker docker-engine docker-engine-stop docker-measure
 
 # compiled bytecode for the project's own modules, as an installed package has it: a checkout run
 # under PYTHONDONTWRITEBYTECODE=1 would otherwise compile every module at every start
@@ -58,6 +58,21 @@ test-conformance-4.1: install
 
 test-clients: install
 	$(BIN)/pytest -q -m "not reference" tests/clients tests/integration/test_java_clients.py
+
+# franz-go's kgo and librdkafka's own test suites against kafkalite, gated by tests/peers/*_expected.toml
+# (also part of make test; docs/peer-suites.md)
+test-peers: install
+	$(BIN)/pytest -q tests/peers
+
+# re-record which peer-suite tests pass on the reference Kafka (tests/reference_kafka.py) into the pass lists
+peers-reference: install
+	$(BIN)/python -m tests.peers record kgo
+	$(BIN)/python -m tests.peers record librdkafka
+
+# every listed peer-suite test against kafkalite, with the totals written into the pass lists' headers
+peers-kafkalite: install
+	-$(BIN)/python -m tests.peers run kgo
+	-$(BIN)/python -m tests.peers run librdkafka
 
 compat: install
 	-$(BIN)/pytest -q -m "not reference" tests/clients tests/integration/test_java_clients.py

@@ -17,6 +17,8 @@ import os
 import sys
 from pathlib import Path
 
+from tests.peers.expected import markdown_section
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(os.environ.get("KAFKALITE_CLIENT_RESULTS") or ROOT / "build" / "client-matrix.json")
 JAVA_CLIENT = "Java kafka-clients"
@@ -78,7 +80,8 @@ def render(rows: list[dict], results_path: Path) -> str:
             for t in r["tests"]:
                 if t["outcome"] != "passed":
                     out.append(f"- **{r['client']}: {r['feature']}** — `{t['nodeid']}` {t['outcome']}: {t['message']}")
-    out += ["", "## Where each client comes from", ""]
+    out += ["", *markdown_section()]
+    out += ["## Where each client comes from", ""]
     for client in sorted({r["client"] for r in rows}, key=lambda c: (rank.get(c, len(ORDER)), c)):
         if client in HOW:
             out.append(f"- **{client}**: {HOW[client]}")

@@ -1,0 +1,13 @@
+"""Other projects' own test suites, run against kafkalite as gates.
+
+* ``kgo``: franz-go's pkg/kgo integration tests (the module from the Go module
+  proxy, at the version tests/clients/go/go.mod pins);
+* ``librdkafka``: librdkafka's tests/ runner, built from Debian's source
+  package of librdkafka (pinned version and checksum).
+
+Each suite keeps its pass list in ``tests/peers/<suite>_expected.toml``: for
+every test, its result against the reference Kafka (``python -m tests.peers
+record <suite>``, ``make peers-reference``) and, for a test kafkalite is known
+to fail, the reason. ``tests/peers/test_*.py`` run the suites against a fresh
+kafkalite per test; docs/peer-suites.md explains both.
+"""

@@ -1,0 +1,80 @@
+"""The gate of ``make test``: each unit of a peer suite is a test here, against a fresh kafkalite.
+
+A test of the suite that passes on the reference Kafka (its pass list says
+so) and does not pass on kafkalite fails the gate unless the list names it
+with a reason; a listed test that passes is reported (a ``StaleListing``
+warning, in pytest's summary) so the list shrinks, without failing. Where a
+suite's toolchain is missing (no Go; no compiler, network or Debian mirror)
+its tests are skipped with the reason, or fail with
+``KAFKALITE_REQUIRE_CLIENTS=1`` (CI).
+
+``KAFKALITE_PEERS=off`` skips both suites; ``KAFKALITE_PEERS=full`` runs every
+listed unit instead of the subset ``make test`` runs (see each test module).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+
+from tests.clients.toolchains import Unavailable
+from tests.peers import brokers, expected
+from tests.peers.suites import SUITES, Suite
+
+REQUIRE = bool(os.environ.get("KAFKALITE_REQUIRE_CLIENTS"))
+MODE = os.environ.get("KAFKALITE_PEERS", "gate")
+_prepared: dict[str, object] = {}
+
+
+class StaleListing(UserWarning):
+    """A test listed as failing on kafkalite passed: take it off the list."""
+
+
+def prepared(suite: Suite):
+    """The suite's build (once per session); skips (or fails, in CI) when it cannot be had."""
+    if MODE == "off":
+        pytest.skip("peer suites turned off by KAFKALITE_PEERS=off")
+    if suite.name not in _prepared:
+        try:
+            _prepared[suite.name] = suite.prepare()
+        except Unavailable as e:
+            _prepared[suite.name] = e
+    built = _prepared[suite.name]
+    if isinstance(built, Unavailable):
+        (pytest.fail if REQUIRE else pytest.skip)(f"{suite.title} suite unavailable: {built}")
+    return built
+
+
+def check_unit(suite_name: str, unit: str, tmp_path) -> None:
+    """Run ``unit`` of the suite against a fresh kafkalite and apply the pass list to its tests."""
+    suite = SUITES[suite_name]
+    built = prepared(suite)
+    plist = expected.load(suite_name)
+    with brokers.kafkalite(tmp_path / "data", suite.partitions) as broker:
+        outcome = suite.run(built, unit, broker.bootstrap)
+    verdicts = {name: expected.verdict(name, plist.tests.get(name), result, outcome.detail)
+                for name, result in suite.results(outcome).items()}
+    for v in verdicts.values():
+        if v.stale:
+            warnings.warn(StaleListing(f"{suite.title}: {v.message}"), stacklevel=1)
+    failures = [v.message for v in verdicts.values() if v.action == "fail"]
+    if failures:
+        pytest.fail("\n\n".join(failures), pytrace=False)
+    if not verdicts:
+        pytest.fail(f"{suite.title} {unit}: the runner reported no test\n{outcome.detail}", pytrace=False)
+    known = [f"{n}: {v.message}" for n, v in verdicts.items() if v.action == "xfail"]
+    if known:
+        pytest.xfail("; ".join(known))
+    if all(v.action == "skip" for v in verdicts.values()):
+        pytest.skip("; ".join(v.message for v in verdicts.values()))
+
+
+def units(suite_name: str, subset: set[str] | None = None) -> list[str]:
+    """The units the gate runs: those of the listed tests (all with KAFKALITE_PEERS=full, else ``subset``)."""
+    suite = SUITES[suite_name]
+    listed = sorted({suite.unit(name) for name in expected.load(suite_name).tests})
+    if subset is None or MODE == "full":
+        return listed
+    return [u for u in listed if u in subset]

@@ -215,8 +215,14 @@ class Topic:
 
     @property
     def internal(self) -> bool:
-        """Hidden from Metadata listings unless named (names starting with "__")."""
+        """Not written to by clients (names starting with "__")."""
         return self.name.startswith("__")
+
+    @property
+    def listed(self) -> bool:
+        """In all-topics Metadata and in what KIP-848 subscriptions and regexes see: every topic but
+        kafkalite's own (``__kafkalite_...``); Kafka's internal topics are listed, flagged, as Kafka lists them."""
+        return not self.internal or self.kafka_internal
 
     @property
     def kafka_internal(self) -> bool:
@@ -243,8 +249,9 @@ class MetadataView:
 
     def refresh(self, topics: dict) -> None:
         self.version += 1
-        self.by_name = {t.name: (t.topic_id, len(t.partitions)) for t in topics.values() if not t.internal}
-        self.by_id = {t.topic_id: t.name for t in topics.values() if not t.internal}
+        listed = [t for t in topics.values() if not t.internal or t.name in KAFKA_INTERNAL_TOPICS]  # Topic.listed
+        self.by_name = {t.name: (t.topic_id, len(t.partitions)) for t in listed}
+        self.by_id = {t.topic_id: t.name for t in listed}
 
     def compile(self, regex: str):
         """An RE2 pattern (Kafka uses RE2/J); raises ValueError if invalid."""

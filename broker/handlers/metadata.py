@@ -1,7 +1,9 @@
 """Metadata (3), v0-13.
 
-- ``topics`` null (v1+) or empty (v0) lists every topic except internal ones
-  (names starting with ``__``), which appear only when asked for by name.
+- ``topics`` null (v1+) or empty (v0) lists every topic, Kafka's internal ones
+  (``__consumer_offsets``, ``__transaction_state``) flagged ``is_internal`` as Kafka
+  does, except kafkalite's own (``__kafkalite_group_events``), which appear only
+  when asked for by name.
 - Unknown topics are created when both the request (v4+) and the broker
   (``--auto-create-topics``) allow it, with ``--num-partitions`` partitions.
 - v12+ can name topics by id (a non-zero id wins over the name); an unknown
@@ -98,7 +100,7 @@ async def handle(ctx, req):
     requested = req.topics
     authz = ctx.broker.authorizer
     if requested is None or (version == 0 and not requested):
-        topics = [topic_entry(cluster, t, node) for t in cluster.topics.values() if not t.internal]
+        topics = [topic_entry(cluster, t, node) for t in cluster.topics.values() if t.listed]
         if authz is not None:  # topics the client may not describe are left out
             topics = [t for t in topics if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t["name"], audit=False)]
     else:

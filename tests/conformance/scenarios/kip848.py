@@ -329,15 +329,21 @@ def reconcile_second_member(d: Driver):
     d.obs("disjoint", union=sorted(p for _, ps in a.owned + b.owned for p in ps))
 
 
-@scenario("kip848")
-def reconcile_member_leaves(d: Driver):
-    """When one of two members leaves, the other is handed the freed partitions on its next heartbeat."""
+def _two_converged(d: Driver):
+    """Two members of a new group on a 4-partition topic, reconciled: (group, a, b)."""
     (t,) = topics(d, ("t", 4))
     g = d.group()
     a, b = M(d, g, [t], conn="a"), M(d, g, [t], conn="b")
     a.join()
     b.join()
     converge([a, b])
+    return g, a, b
+
+
+@scenario("kip848")
+def reconcile_member_leaves(d: Driver):
+    """When one of two members leaves, the other is handed the freed partitions on its next heartbeat."""
+    g, a, b = _two_converged(d)
     d.obs("before", a=a.epoch, b=b.epoch)
     d.obs("b-leaves", **shape(d, b.leave()))
     d.obs("a-hb", **shape(d, a.hb()))
@@ -347,12 +353,7 @@ def reconcile_member_leaves(d: Driver):
 @scenario("kip848")
 def member_leaves_describe_before_heartbeat(d: Driver):
     """Right after one of two members leaves, before anyone heartbeats: the group and assignment epochs and the state."""
-    (t,) = topics(d, ("t", 4))
-    g = d.group()
-    a, b = M(d, g, [t], conn="a"), M(d, g, [t], conn="b")
-    a.join()
-    b.join()
-    converge([a, b])
+    g, _, b = _two_converged(d)
     b.leave()
     d.obs("describe", groups=describe(d, g, exact_assignment=False))
 

@@ -247,16 +247,21 @@ def fenced_member_epoch(d: Driver):
     d.obs("zero-rejoin", **exact(d, cghb(d, g, m.id, 0, version=1, topics=[t], owned=[])))
 
 
+def _two_converged(d: Driver, partitions: int = 4):
+    """Two members of a new group on topic "t", reconciled: (group, a, b)."""
+    (t,) = topics(d, ("t", partitions))
+    g = d.group()
+    a, b = M(d, g, [t], conn="a"), M(d, g, [t], conn="b")
+    a.join()
+    b.join()
+    converge([a, b])
+    return g, a, b
+
+
 @scenario("kip848")
 def previous_epoch_tolerated(d: Driver):
     """A member whose answer was lost may heartbeat with its previous epoch if it owns a subset of its assignment."""
-    (t,) = topics(d, ("t", 2))
-    g = d.group()
-    a = M(d, g, [t], conn="a")
-    a.join()
-    b = M(d, g, [t], conn="b")
-    b.join()
-    converge([a, b])
+    g, a, b = _two_converged(d, 2)
     d.obs("epochs", a=a.epoch, b=b.epoch, a_owned=sum(len(p) for _, p in a.owned), b_owned=sum(len(p) for _, p in b.owned))
     prev = a.epoch - 1
     d.obs("previous-subset", **shape(d, cghb(d, g, a.id, prev, version=1, owned=a.owned, conn="a")))
@@ -267,13 +272,8 @@ def previous_epoch_tolerated(d: Driver):
 def commit_with_previous_epoch(d: Driver):
     """OffsetCommit v9 one member epoch behind (KIP-1251): for partitions the member has held since before the
     bump, for partitions another member got at the current epoch, and one epoch ahead."""
-    (t,) = topics(d, ("t", 4))
-    g = d.group()
-    a = M(d, g, [t], conn="a")
-    a.join()
-    b = M(d, g, [t], conn="b")
-    b.join()
-    converge([a, b])
+    g, a, b = _two_converged(d)
+    (t,) = a.topics
     a_parts = {p: 5 for _, ps in a.owned for p in ps}
     b_parts = {p: 5 for _, ps in b.owned for p in ps}
     d.obs("epochs", a=a.epoch, b=b.epoch, a_owned=len(a_parts), b_owned=len(b_parts))
@@ -327,17 +327,6 @@ def reconcile_second_member(d: Driver):
     d.obs("b-gets", **shape(d, b.hb()))
     d.obs("describe", groups=describe(d, g, exact_assignment=False))
     d.obs("disjoint", union=sorted(p for _, ps in a.owned + b.owned for p in ps))
-
-
-def _two_converged(d: Driver):
-    """Two members of a new group on a 4-partition topic, reconciled: (group, a, b)."""
-    (t,) = topics(d, ("t", 4))
-    g = d.group()
-    a, b = M(d, g, [t], conn="a"), M(d, g, [t], conn="b")
-    a.join()
-    b.join()
-    converge([a, b])
-    return g, a, b
 
 
 @scenario("kip848")

@@ -379,8 +379,13 @@ class K848Sim:
         await self.settled()
 
     def is_settled(self) -> bool:
+        """Every partition owned, every member at the newest epoch seen and, as there are no more members than
+        partitions, holding one at least: a coordinator that holds its target assignment back (Kafka 4.4's
+        group.consumer.assignment.interval.ms) leaves the newest members at the old epoch with nothing, which
+        the first two conditions alone would take for settled."""
         live = [m for m in self.members if m.active]
-        return self.tracker.complete() and all(m.epoch == self.max_epoch for m in live)
+        return (self.tracker.complete() and all(m.epoch == self.max_epoch for m in live)
+                and (len(live) > self.tracker.partitions or all(m.owned for m in live)))
 
     async def settled(self, timeout: float = 120.0) -> None:
         deadline = perf() + timeout

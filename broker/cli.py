@@ -62,6 +62,7 @@ def _parser(admin: bool = True) -> argparse.ArgumentParser:
     g.add_argument("--offsets-retention-check-interval-ms", type=int, help="KAFKALITE_OFFSETS_RETENTION_CHECK_INTERVAL_MS, default 600000")
     g.add_argument("--group-consumer-session-timeout-ms", type=int, help="KIP-848 session timeout (KAFKALITE_GROUP_CONSUMER_SESSION_TIMEOUT_MS, default 45000)")
     g.add_argument("--group-consumer-heartbeat-interval-ms", type=int, help="KIP-848 heartbeat interval (KAFKALITE_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS, default 5000)")
+    g.add_argument("--group-consumer-assignment-interval-ms", type=int, help="at most one KIP-848 target assignment per interval; 0: one per change (KAFKALITE_GROUP_CONSUMER_ASSIGNMENT_INTERVAL_MS, default 1000)")
     g.add_argument("--group-consumer-pending-heartbeat-interval-ms", type=int, help="KIP-848 interval for members mid-hand-over; the plain interval turns it off (KAFKALITE_GROUP_CONSUMER_PENDING_HEARTBEAT_INTERVAL_MS, default 100)")
     g.add_argument("--group-consumer-max-size", type=int, help="KAFKALITE_GROUP_CONSUMER_MAX_SIZE, default unlimited")
     g.add_argument("--group-consumer-migration-policy", choices=["bidirectional", "upgrade", "downgrade", "disabled"], help="KAFKALITE_GROUP_CONSUMER_MIGRATION_POLICY, default bidirectional")

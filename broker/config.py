@@ -108,6 +108,7 @@ class BrokerConfig:
     group_coordinator_append_linger_ms: int = -1
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_assignment_interval_ms: int = 1_000
     group_consumer_pending_heartbeat_interval_ms: int = 100
     group_consumer_max_size: int = 2**31 - 1
     group_consumer_migration_policy: str = "bidirectional"
@@ -152,6 +153,7 @@ class BrokerConfig:
             append_linger_ms=self.group_coordinator_append_linger_ms,
             group_consumer_session_timeout_ms=self.group_consumer_session_timeout_ms,
             group_consumer_heartbeat_interval_ms=self.group_consumer_heartbeat_interval_ms,
+            group_consumer_assignment_interval_ms=self.group_consumer_assignment_interval_ms,
             group_consumer_pending_heartbeat_interval_ms=self.group_consumer_pending_heartbeat_interval_ms,
             group_consumer_max_size=self.group_consumer_max_size,
             group_consumer_migration_policy=self.group_consumer_migration_policy.lower(),
@@ -296,6 +298,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("group_coordinator_append_linger_ms", "int", "how long coordinator writes wait to share a batch; -1: adaptive (the batch closes once the requests already read have run)", "group.coordinator.append.linger.ms", minimum=-1, maximum=INT_MAX, flag=True),
     _s("group_consumer_session_timeout_ms", "int", "KIP-848 session timeout", "group.consumer.session.timeout.ms", minimum=1, maximum=INT_MAX, flag=True),
     _s("group_consumer_heartbeat_interval_ms", "int", "KIP-848 heartbeat interval", "group.consumer.heartbeat.interval.ms", minimum=1, maximum=INT_MAX, flag=True),
+    _s("group_consumer_assignment_interval_ms", "int", "KIP-848 target assignments: at most one per interval, computed at the first heartbeat after it (0: one per change)", "group.consumer.assignment.interval.ms", minimum=0, maximum=INT_MAX, flag=True),
     _s("group_consumer_pending_heartbeat_interval_ms", "int", "kafkalite's own: the KIP-848 heartbeat interval handed to a member waiting for partitions or revoking some, so a released partition reaches its new owner sooner; the plain interval (or more) turns it off", minimum=1, maximum=INT_MAX, flag=True),
     _s("group_consumer_max_size", "int", "members of a KIP-848 group", "group.consumer.max.size", minimum=1, maximum=INT_MAX, flag=True),
     # -- transaction coordinator -------------------------------------------------

@@ -29,6 +29,8 @@ class GroupConfig:
     append_linger_ms: int = -1  # group.coordinator.append.linger.ms (-1: adaptive, Kafka 4.2+'s default)
     group_consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     group_consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    # group.consumer.assignment.interval.ms (Kafka 4.4): at most one target assignment per interval; 0: one per change
+    group_consumer_assignment_interval_ms: int = 1_000
     # kafkalite's own: the interval handed to a member that waits for partitions or must revoke some
     # (docs/configuration.md, "Hand-over"); the plain interval (or more) turns it off
     group_consumer_pending_heartbeat_interval_ms: int = 100
@@ -43,6 +45,11 @@ class GroupConfig:
         """``consumer.session.timeout.ms`` of the group, else group.consumer.session.timeout.ms."""
         value = self.group_overrides.get(group_id, {}).get("consumer.session.timeout.ms") if self.group_overrides else None
         return int(value) if value is not None else self.group_consumer_session_timeout_ms
+
+    def consumer_assignment_interval_ms(self, group_id: str) -> int:
+        """``consumer.assignment.interval.ms`` of the group, else group.consumer.assignment.interval.ms."""
+        value = self.group_overrides.get(group_id, {}).get("consumer.assignment.interval.ms") if self.group_overrides else None
+        return int(value) if value is not None else self.group_consumer_assignment_interval_ms
 
     def consumer_heartbeat_interval_ms(self, group_id: str) -> int:
         """``consumer.heartbeat.interval.ms`` of the group, else group.consumer.heartbeat.interval.ms."""

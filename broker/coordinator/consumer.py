@@ -292,7 +292,12 @@ class ConsumerGroups:
         at once stays on the plain interval)."""
         plain = self.config.consumer_heartbeat_interval_ms(group.group_id)
         short = self.config.group_consumer_pending_heartbeat_interval_ms
-        if member.state == STABLE or short >= plain:
+        if short >= plain:
+            return plain
+        if group.group_epoch > group.assignment_epoch:
+            # the target waits for the assignment interval: come back when it is due
+            return min(plain, max(short, self._assignment_wait(group)))
+        if member.state == STABLE:
             return plain
         return min(plain, max(short, group.waiting * 1000 // PENDING_HEARTBEATS_PER_S))
 
@@ -350,9 +355,15 @@ class ConsumerGroups:
                 member=member.member_id,
             )
 
-        # 5. target assignment
+        # 5. target assignment: at most one per group.consumer.assignment.interval.ms (Kafka 4.4); a change
+        # inside the interval waits for the first heartbeat after it, or for the timer armed here
         if group.group_epoch > group.assignment_epoch:
-            self._update_target(group)
+            wait = self._assignment_wait(group)
+            if wait <= 0:
+                self._update_target(group)
+            else:
+                gid = group.group_id
+                self.timers.schedule(_assignment_key(gid), wait, lambda: self._assign_due(gid))
 
 
     def join_classic_member(self, group: ConsumerGroup, p: HeartbeatParams, classic, session_timeout_ms: int) -> ConsumerMember:
@@ -559,6 +570,21 @@ class ConsumerGroups:
         return value if group.members else 0
 
     # ================================================================ target assignment
+    def _assignment_wait(self, group: ConsumerGroup) -> int:
+        """How long (ms) the next target assignment must wait; 0 or less: not at all (Kafka's
+        canComputeNextTargetAssignment: never computed, no interval, or the interval has passed)."""
+        interval = self.config.consumer_assignment_interval_ms(group.group_id)
+        if not group.assignment_timestamp or not interval:
+            return 0
+        return group.assignment_timestamp + interval - self.now()
+
+    def _assign_due(self, group_id: str) -> list:
+        """The assignment timer: the target that waited for its interval, unless a heartbeat computed it."""
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and group.members and group.group_epoch > group.assignment_epoch:
+            self._update_target(group)
+        return []
+
     def _update_target(self, group: ConsumerGroup) -> None:
         meta = self.shard.metadata
         name = choose_from_counts(group.assignor_votes)
@@ -570,7 +596,8 @@ class ConsumerGroups:
         cost_ms = (time.perf_counter() - t0) * 1000
         for mid, by_id in changes.items():
             self._write_target(group, mid, by_id)
-        self._emit(ConsumerGroupTargetAssignmentMetadataKey(group.group_id), ConsumerGroupTargetAssignmentMetadataValue(group.group_epoch))
+        self.timers.cancel(_assignment_key(group.group_id))
+        self._emit(ConsumerGroupTargetAssignmentMetadataKey(group.group_id), ConsumerGroupTargetAssignmentMetadataValue(group.group_epoch, self.now()))
         self.shard.event("target assignment computed", group.group_id, epoch=group.group_epoch, assignor=name, members=len(group.members),
                          members_changed=len(changes), assignor_ms=round(cost_ms, 2), path=path)
 
@@ -787,6 +814,10 @@ def _is_subset(owned: Assignment | None, assigned: Assignment) -> bool:
     if owned is None:
         return False
     return all(parts <= assigned.get(tid, frozenset()) for tid, parts in owned.items())
+
+
+def _assignment_key(group_id: str) -> str:
+    return f"consumer-assignment:{group_id}"
 
 
 def _join_key(group_id: str, member_id: str) -> str:

@@ -68,6 +68,7 @@ class ConsumerGroup:
     group_epoch: int = INITIAL_GROUP_EPOCH
     metadata_hash: int = 0
     assignment_epoch: int = INITIAL_GROUP_EPOCH
+    assignment_timestamp: int = 0  # when the target was last computed (ms; 0: never, or before Kafka 4.4)
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)

@@ -68,6 +68,7 @@ def replay_consumer(groups: dict, key, value) -> None:
             group.subscription_version += 1
         elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
             group.assignment_epoch = INITIAL_GROUP_EPOCH
+            group.assignment_timestamp = 0
         return
     group = _group(groups, gid)
     if isinstance(key, ConsumerGroupMetadataKey):
@@ -91,6 +92,7 @@ def replay_consumer(groups: dict, key, value) -> None:
             group.static_members[m.instance_id] = m.member_id
     elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
         group.assignment_epoch = value.assignment_epoch
+        group.assignment_timestamp = value.assignment_timestamp
     elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
         group.set_target(key.member_id, from_topic_partitions(value.topic_partitions))
     elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
@@ -188,7 +190,7 @@ def consumer_value(groups: dict, key):
             rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor, classic_member_metadata=m.classic,
         )
     if isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
-        return ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=group.assignment_epoch)
+        return ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=group.assignment_epoch, assignment_timestamp=group.assignment_timestamp)
     if isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
         return _target_value(group.target.get(key.member_id))
     if isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):

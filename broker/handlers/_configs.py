@@ -53,6 +53,7 @@ def authorized(ctx, operation: Operation, rtype: int, name: str) -> bool:
 _INT_GROUP = {
     "consumer.session.timeout.ms": (45_000, 1, (45_000, 60_000), "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
     "consumer.heartbeat.interval.ms": (5_000, 1, (5_000, 15_000), "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms"),
+    "consumer.assignment.interval.ms": (1_000, 0, (0, 15_000), "group.consumer.min.assignment.interval.ms", "group.consumer.max.assignment.interval.ms"),
     "share.session.timeout.ms": (45_000, 1, (45_000, 60_000), "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
     "share.heartbeat.interval.ms": (5_000, 1, (5_000, 15_000), "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
     "share.record.lock.duration.ms": (30_000, 1000, (15_000, 60_000), "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms"),
@@ -76,6 +77,7 @@ def group_defaults(config) -> dict[str, str]:
     out.update({name: d[0] for name, d in _STRING_GROUP.items()})
     out["consumer.session.timeout.ms"] = str(config.group_consumer_session_timeout_ms)
     out["consumer.heartbeat.interval.ms"] = str(config.group_consumer_heartbeat_interval_ms)
+    out["consumer.assignment.interval.ms"] = str(config.group_consumer_assignment_interval_ms)
     return out
 
 
@@ -88,7 +90,8 @@ def group_builtin_default(name: str) -> str:
 def _bounds(name: str, config) -> tuple[int, int]:
     lo, hi = _INT_GROUP[name][2]
     own = {"consumer.session.timeout.ms": config.group_consumer_session_timeout_ms,
-           "consumer.heartbeat.interval.ms": config.group_consumer_heartbeat_interval_ms}.get(name)
+           "consumer.heartbeat.interval.ms": config.group_consumer_heartbeat_interval_ms,
+           "consumer.assignment.interval.ms": config.group_consumer_assignment_interval_ms}.get(name)
     if own is not None:
         lo, hi = min(lo, own), max(hi, own)
     return lo, hi

@@ -121,6 +121,9 @@ class ConsumerGroupMemberMetadataValue:
 @dataclass(slots=True)
 class ConsumerGroupTargetAssignmentMetadataValue:
     assignment_epoch: int
+    # Kafka 4.4+: when the target was computed (ms), for group.consumer.assignment.interval.ms;
+    # tagged field 0, left out when 0 (records written before 4.4)
+    assignment_timestamp: int = 0
 
 
 @dataclass(slots=True)
@@ -281,14 +284,17 @@ def _dec_cg_member_metadata(r: _Reader) -> ConsumerGroupMemberMetadataValue:
 def _enc_cg_target_metadata(v: ConsumerGroupTargetAssignmentMetadataValue) -> bytes:
     w = _Writer(0)
     w.i32(v.assignment_epoch)
-    w.tags()
+    w.tags([(0, _I64.pack(v.assignment_timestamp))] if v.assignment_timestamp else None)
     return w.done()
 
 
 def _dec_cg_target_metadata(r: _Reader) -> ConsumerGroupTargetAssignmentMetadataValue:
     epoch = r.i32()
-    r.tags()
-    return ConsumerGroupTargetAssignmentMetadataValue(epoch)
+    tags = r.tags()
+    stamp = tags.get(0) if tags else None
+    if stamp is not None and len(stamp) != 8:
+        _fail("assignment timestamp is not 8 bytes")
+    return ConsumerGroupTargetAssignmentMetadataValue(epoch, _I64.unpack(stamp)[0] if stamp is not None else 0)
 
 
 def _write_topic_partitions(w: _Writer, items: list[TopicPartitions]) -> None:

@@ -69,7 +69,9 @@ CHANGES: list[tuple[str, str, str, str]] = [
      "computed in the heartbeat that changed the group",
      "computed at most once per `group.consumer.assignment.interval.ms` (1 s by default), on a background thread "
      "(`group.consumer.assignor.offload.enable`, true): a new or changed group is Assigning for up to a second",
-     "computed in the heartbeat, as 4.4 with the interval at 0 and offload off; the suite runs 4.4 so"),
+     "at most once per `group.consumer.assignment.interval.ms` (1 s by default; the group config "
+     "`consumer.assignment.interval.ms` too), at the first heartbeat after the interval or by a timer at its end, "
+     "on the event loop (no offload); the suite runs both sides with the interval at 0"),
     ("DescribeConfigs (32) of a group", "every config not set on the group: source DEFAULT_CONFIG",
      "a value that comes from the broker's own group.* setting: STATIC_BROKER_CONFIG",
      "as 4.4, where the broker's value differs from the config's own default (kafkalite cannot tell a setting "

@@ -27,15 +27,6 @@ from .test_coordinator_consumer import T_ID, ConsumerHarness, decoded, replayed
 START = 1_700_000_000_000
 
 
-@pytest.fixture
-def loop():
-    import asyncio
-
-    lp = asyncio.new_event_loop()
-    yield lp
-    lp.close()
-
-
 def harness(loop, **config) -> ConsumerHarness:
     h = ConsumerHarness(loop, **config)
     h.now = START

@@ -247,13 +247,6 @@ class Harness:
 
 
 @pytest.fixture
-def loop():
-    lp = asyncio.new_event_loop()
-    yield lp
-    lp.close()
-
-
-@pytest.fixture
 def h(loop):
     return Harness(loop)
 

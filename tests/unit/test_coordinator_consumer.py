@@ -145,15 +145,6 @@ def err(resp) -> ErrorCode:
 
 
 @pytest.fixture
-def loop():
-    import asyncio
-
-    lp = asyncio.new_event_loop()
-    yield lp
-    lp.close()
-
-
-@pytest.fixture
 def h(loop):
     h = ConsumerHarness(loop)
     h.topic("t", 4, T_ID)

@@ -12,7 +12,6 @@ with the state ``GroupShard.replay_bytes`` of each record, in order, builds.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import struct
 import uuid
@@ -48,13 +47,6 @@ from .test_coordinator_classic import StubLog
 from .test_coordinator_consumer import ConsumerHarness, busy_scenario, snapshot
 
 T0 = 1_700_000_000_000
-
-
-@pytest.fixture
-def loop():
-    lp = asyncio.new_event_loop()
-    yield lp
-    lp.close()
 
 
 # =========================================================================== building logs

@@ -84,15 +84,6 @@ class MigrationHarness(ConsumerHarness):
         return self.hb(member_id, 0, rebalance=30_000, **kw)
 
 
-@pytest.fixture
-def loop():
-    import asyncio
-
-    lp = asyncio.new_event_loop()
-    yield lp
-    lp.close()
-
-
 def make(loop, **config) -> MigrationHarness:
     h = MigrationHarness(loop, **config)
     h.topic("t", 4, T_ID)

@@ -31,15 +31,6 @@ DAY = 1_000_000  # the retention used by these tests (ms); sessions must fit an 
 
 
 @pytest.fixture
-def loop():
-    import asyncio
-
-    lp = asyncio.new_event_loop()
-    yield lp
-    lp.close()
-
-
-@pytest.fixture
 def h(loop):
     return Harness(loop)
 

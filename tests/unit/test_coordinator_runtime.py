@@ -32,13 +32,6 @@ class MemoryLog:
         pass
 
 
-@pytest.fixture
-def loop():
-    lp = asyncio.new_event_loop()
-    yield lp
-    lp.close()
-
-
 def commit(shard, group: str, offset: int, answer="ok") -> Result:
     """An operation that writes one offset record, as OffsetCommit does."""
     key = OffsetCommitKey(group, "t", 0)

@@ -287,9 +287,14 @@ class ConsumerGroups:
     def heartbeat_interval(self, group: ConsumerGroup, member: ConsumerMember) -> int:
         """The interval to hand ``member``: the configured one, or, while it waits for partitions or must
         revoke some, the pending interval, so that a released partition reaches its new owner without
-        waiting a whole interval. The group's waiting members together heartbeat at most
-        ``PENDING_HEARTBEATS_PER_S`` times a second on the shorter interval (a big group rebalancing
-        at once stays on the plain interval)."""
+        waiting a whole interval.
+
+        The members that must revoke come first: together they heartbeat at most
+        ``PENDING_HEARTBEATS_PER_S`` times a second. A member waiting for partitions comes back just
+        after them (one pending interval later), when what it waits for is likely released; with
+        nobody revoking (its partitions' owners have not yet heard of the new target), the waiting
+        members share that budget instead. A big group rebalancing at once thus stays near the plain
+        interval, and a whole group's newcomers waiting on a few owners do not."""
         plain = self.config.consumer_heartbeat_interval_ms(group.group_id)
         short = self.config.group_consumer_pending_heartbeat_interval_ms
         if short >= plain:
@@ -299,7 +304,10 @@ class ConsumerGroups:
             return min(plain, max(short, self._assignment_wait(group)))
         if member.state == STABLE:
             return plain
-        return min(plain, max(short, group.waiting * 1000 // PENDING_HEARTBEATS_PER_S))
+        if member.state == UNRELEASED_PARTITIONS and group.revoking:
+            return min(plain, max(short, group.revoking * 1000 // PENDING_HEARTBEATS_PER_S) + short)
+        sharing = group.revoking if member.state == UNREVOKED_PARTITIONS else group.waiting
+        return min(plain, max(short, sharing * 1000 // PENDING_HEARTBEATS_PER_S))
 
     def _update_and_reconcile(self, group: ConsumerGroup, member: ConsumerMember, p: HeartbeatParams, *, is_new: bool, replaced: bool, classic=None) -> None:
         """Steps 4 to 6 of a heartbeat: member fields, group epoch, target, reconciliation."""

@@ -87,6 +87,7 @@ class ConsumerGroup:
     assignor_votes: Counter = field(default_factory=Counter)  # server assignor -> members naming it
     target_index: TargetIndex = field(default_factory=lambda: TargetIndex())
     waiting: int = 0  # members whose state is not STABLE (partitions to revoke or to wait for)
+    revoking: int = 0  # members in UNREVOKED_PARTITIONS (partitions to revoke)
     hash_cache: tuple = (-1, -1, 0)  # (subscription_version, metadata version, hash)
     _names_cache: tuple = (-1, frozenset())
 
@@ -201,6 +202,7 @@ class ConsumerGroup:
         before Kafka 4.3) every partition counts as assigned at the member's epoch (0 if negative)."""
         self._drop_epochs(member)
         self.waiting += (state != STABLE) - (member.state != STABLE)
+        self.revoking += (state == UNREVOKED_PARTITIONS) - (member.state == UNREVOKED_PARTITIONS)
         member.member_epoch, member.previous_member_epoch, member.state = epoch, previous, state
         member.assigned, member.pending_revocation = assigned, pending
         default = epoch if epoch > 0 else 0
@@ -230,6 +232,7 @@ class ConsumerGroup:
             self.target_index.orphans.add(member_id)
         self._drop_epochs(member)
         self.waiting -= member.state != STABLE
+        self.revoking -= member.state == UNREVOKED_PARTITIONS
         self._uncount(member)
         self.set_assignor(member, None)
         self.subscription_version += 1

@@ -142,6 +142,7 @@ class Harness:
                     fresh.count, fresh.buckets, fresh.claims, dict(fresh.per_topic), fresh.doubles), g.group_id
                 assert index.untargeted == g.members.keys() - g.target.keys(), g.group_id
                 assert g.waiting == sum(1 for m in g.members.values() if m.state != 0), g.group_id
+                assert g.revoking == sum(1 for m in g.members.values() if m.state == 1), g.group_id  # UNREVOKED_PARTITIONS
                 assert index.orphans == g.target.keys() - g.members.keys(), g.group_id
 
     def commit_held(self) -> None:

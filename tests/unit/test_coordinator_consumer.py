@@ -943,6 +943,14 @@ def test_the_pending_interval_off_and_bounded_by_the_groups_heartbeat_budget(loo
     assert h.cgroup().waiting == 1999
     # 1999 members waiting, at most PENDING_HEARTBEATS_PER_S heartbeats a second between them
     assert h.join("last")["heartbeat_interval"] == 2000 * 1000 // PENDING_HEARTBEATS_PER_S > 100
+    # once "a" is told to revoke, it comes back on the pending interval (it alone shares the budget)
+    # and those waiting for its partitions just after it, instead of sharing the budget two thousand ways
+    resp = h.hb("a", h.member("a").member_epoch, owned=h.assigned("a"))
+    assert (h.member("a").state, resp["heartbeat_interval"], h.cgroup().revoking) == (UNREVOKED_PARTITIONS, 100, 1)
+    resp = h.hb("m0000", h.member("m0000").member_epoch, owned={})
+    assert (h.member("m0000").state, resp["heartbeat_interval"]) == (UNRELEASED_PARTITIONS, 200)
+    h.hb("a", h.member("a").member_epoch, owned=h.assigned("a"))  # revoked
+    assert h.cgroup().revoking == 0 and h.member("a").state == STABLE
 
 
 @pytest.mark.parametrize("lever", ["on", "off"])

@@ -116,6 +116,13 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = 604_800_000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     transaction_version: int = 2
+    # share groups (KIP-932): the share coordinator and the share partitions (broker/share/)
+    share_coordinator_state_topic_num_partitions: int = 50
+    share_coordinator_snapshot_update_records_per_snapshot: int = 500
+    group_share_record_lock_duration_ms: int = 30_000
+    group_share_delivery_count_limit: int = 5
+    group_share_partition_max_record_locks: int = 2000
+    group_share_max_share_sessions: int = 2000
     log_defaults: LogConfig = field(default_factory=LogConfig)
 
     # ----------------------------------------------------------------
@@ -166,6 +173,18 @@ class BrokerConfig:
             transaction_version=self.transaction_version,
             offsets_topic_num_partitions=self.offsets_topic_num_partitions,
             abort_timed_out_transaction_cleanup_interval_ms=self.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+        )
+
+    def share_config(self):
+        from .share.state import ShareConfig
+
+        return ShareConfig(
+            num_partitions=self.share_coordinator_state_topic_num_partitions,
+            snapshot_update_records_per_snapshot=self.share_coordinator_snapshot_update_records_per_snapshot,
+            record_lock_duration_ms=self.group_share_record_lock_duration_ms,
+            delivery_count_limit=self.group_share_delivery_count_limit,
+            partition_max_record_locks=self.group_share_partition_max_record_locks,
+            max_share_sessions=self.group_share_max_share_sessions,
         )
 
     def effective_log_defaults(self) -> LogConfig:
@@ -299,6 +318,13 @@ SETTINGS: tuple[Setting, ...] = (
     _s("group_consumer_pending_heartbeat_interval_ms", "int", "kafkalite's own: the KIP-848 heartbeat interval handed to a member waiting for partitions or revoking some, so a released partition reaches its new owner sooner; the plain interval (or more) turns it off", minimum=1, maximum=INT_MAX, flag=True),
     _s("group_consumer_max_size", "int", "members of a KIP-848 group", "group.consumer.max.size", minimum=1, maximum=INT_MAX, flag=True),
     # -- transaction coordinator -------------------------------------------------
+    # -- share groups (KIP-932) ---------------------------------------------------
+    _s("share_coordinator_state_topic_num_partitions", "int", "partitions of __share_group_state when it is first created", "share.coordinator.state.topic.num.partitions", minimum=1, maximum=INT_MAX),
+    _s("share_coordinator_snapshot_update_records_per_snapshot", "int", "ShareUpdate records written between two ShareSnapshot records of a share partition", "share.coordinator.snapshot.update.records.per.snapshot", minimum=0, maximum=500),
+    _s("group_share_record_lock_duration_ms", "int", "how long a share consumer holds an acquired record before it is delivered again", "group.share.record.lock.duration.ms", minimum=1000, maximum=3_600_000),
+    _s("group_share_delivery_count_limit", "int", "deliveries of a record before it is archived", "group.share.delivery.count.limit", minimum=2, maximum=10),
+    _s("group_share_partition_max_record_locks", "int", "records of a share partition acquired at once", "group.share.partition.max.record.locks", minimum=100, maximum=10_000),
+    _s("group_share_max_share_sessions", "int", "share sessions the broker keeps", "group.share.max.share.sessions", minimum=1, maximum=30_000),
     _s("transaction_state_log_num_partitions", "int", "partitions of __transaction_state when it is first created", "transaction.state.log.num.partitions", minimum=1, maximum=INT_MAX),
     _s("transaction_max_timeout_ms", "int", "largest transaction.timeout.ms a producer may ask for", "transaction.max.timeout.ms", minimum=1, maximum=INT_MAX),
     _s("transactional_id_expiration_ms", "int", "how long a transactional id without a transaction is kept", "transactional.id.expiration.ms", minimum=1, maximum=INT_MAX),

@@ -80,6 +80,7 @@ from .cluster import Cluster
 from .config import INT_MAX, BrokerConfig, per_ip_overrides
 from . import diagnostics, memory
 from .coordinator.service import GroupCoordinator
+from .share.coordinator import ShareCoordinator, ShareStateHook
 from .txn.service import TransactionCoordinator
 from .handlers import HANDLERS, PIPELINED, RequestContext, supported_versions
 from .listeners import Listener
@@ -141,6 +142,9 @@ class Broker:
             self.cluster, self.coordinator, config.txn_config(), num_partitions=config.transaction_state_log_num_partitions,
             fsync_always=config.fsync == "always",
         )
+        # the share coordinator (KIP-932): __share_group_state, made when first needed (broker/share/)
+        self.share_coordinator = ShareCoordinator(self.cluster, config.share_config(), fsync_always=config.fsync == "always")
+        self.share_state_hook = ShareStateHook(self.share_coordinator)
         self.supported = supported_versions()
         # TLS contexts and SASL mechanisms per listener (None: every listener is PLAINTEXT)
         self.security = config.security
@@ -265,6 +269,7 @@ class Broker:
         self.cluster.logs.start_background()
         self.coordinator.start()
         self.transactions.start_if_present()
+        self.share_coordinator.start_if_present()
         await self._bind()
         self._sweep_handle = self.loop.call_later(self.sweep_s, self._sweep)
         if self.metrics is not None:
@@ -284,6 +289,7 @@ class Broker:
             listener.server.close()
         self.listeners = []
         self.transactions.stop()
+        self.share_coordinator.stop()
         self.coordinator.stop()
         self.cluster.close()
 
@@ -333,6 +339,7 @@ class Broker:
         # coordinator writes are flushed; parked JoinGroup/SyncGroup get NOT_COORDINATOR; transactions
         # not completed stay PREPARE_* in __transaction_state, and the next start completes them
         self.transactions.stop()
+        self.share_coordinator.stop()
         self.coordinator.stop()
         # long polls are cut short
         for topic in self.cluster.topics.values():

@@ -1,0 +1,285 @@
+"""The share coordinator: shards on ``__share_group_state``, write-then-respond.
+
+Each partition of ``__share_group_state`` is one ``ShareStateShard``
+(broker/share/state.py) with one writer, the event loop. An operation runs
+against its shard; its records are appended to the partition in one write
+(flushed to disk first under ``log.flush.interval.messages=1``, as the group
+coordinator's), and only then applied to the shard and answered. A failed
+append reloads the shard from its log and answers NOT_COORDINATOR, as a
+coordinator that lost its partition.
+
+A share-partition key ``groupId:topicId:partition`` (the topic id in Kafka's
+base64 form) lives on partition ``Utils.abs(key.hashCode()) % n`` of
+``__share_group_state`` (Kafka's ``ShareCoordinatorService.partitionFor``),
+n being ``share.coordinator.state.topic.num.partitions`` (50).
+
+The topic is created when the share coordinator is first needed (a
+FindCoordinator of key type SHARE, a share-state RPC, a share group's first
+initialization), as Kafka creates it, and loaded at every start once it
+exists: replaying its records in order rebuilds every state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+import uuid
+from collections.abc import Callable
+
+from protocol.errors import ErrorCode
+from protocol.records import Record, build_batch, iter_key_values, split_batches
+from protocol.share_records import encode_key, encode_value
+
+from ..cluster import AppendOrigin
+from ..coordinator.placement import partition_for
+from ..logs import get_logger
+from .state import ShareConfig, ShareGroupOffset, ShareStateError, ShareStateShard, WriteData
+
+log = get_logger("share-coordinator")
+
+SHARE_STATE_TOPIC = "__share_group_state"
+LOADING, ACTIVE, FAILED = "loading", "active", "failed"
+_LOAD_CHUNK = 5 * 1024 * 1024  # share.coordinator.load.buffer.size
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def java_uuid(topic_id: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString``: URL-safe base64 of the 16 bytes, without padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+
+
+def parse_java_uuid(text: str) -> uuid.UUID:
+    """Kafka's ``Uuid.fromString``; ValueError when it is not 22 base64 characters of 16 bytes."""
+    if len(text) != 22:
+        raise ValueError("not a Uuid")
+    raw = base64.urlsafe_b64decode(text + "==")
+    if len(raw) != 16:
+        raise ValueError("not a Uuid")
+    return uuid.UUID(bytes=raw)
+
+
+def coordinator_key(group_id: str, topic_id: uuid.UUID, partition: int) -> str:
+    """``SharePartitionKey.asCoordinatorKey``."""
+    return f"{group_id}:{java_uuid(topic_id)}:{partition}"
+
+
+def parse_coordinator_key(key: str) -> tuple[str, uuid.UUID, int]:
+    """``SharePartitionKey.getInstance(String)``: ValueError for a malformed key."""
+    parts = (key or "").split(":")
+    if len(parts) != 3 or not parts[0].strip():
+        raise ValueError("Share coordinator key is not in the format: groupId:topicId:partition")
+    partition = int(parts[2])
+    return parts[0], parse_java_uuid(parts[1]), partition
+
+
+class ShareRuntime:
+    """One ``__share_group_state`` partition: its shard and its appends."""
+
+    def __init__(self, owner: ShareCoordinator, partition) -> None:
+        self.owner = owner
+        self.partition = partition
+        self.shard = owner.new_shard()
+        self.state = LOADING
+
+    async def load(self) -> None:
+        self.state = LOADING
+        plog = self.partition.log
+        offset = plog.log_start_offset
+        records = 0
+        while offset < plog.log_end_offset:
+            data = plog.read(offset, _LOAD_CHUNK)
+            if not data:
+                break
+            for header, batch in split_batches(data, verify_crc=False):
+                if header.last_offset < offset:
+                    continue
+                offset = header.last_offset + 1
+                if header.is_control:
+                    continue
+                for key, value in iter_key_values(batch):
+                    if key is not None:
+                        self.shard.replay_bytes(key, value)
+                        records += 1
+            await asyncio.sleep(0)
+        self.state = ACTIVE
+        if records:
+            log.info("share state loaded", partition=self.partition.index, records=records, share_partitions=len(self.shard.states))
+
+    def check(self) -> None:
+        if self.state == LOADING:
+            raise ShareStateError(ErrorCode.coordinator_load_in_progress)
+        if self.state != ACTIVE:
+            raise ShareStateError(ErrorCode.not_coordinator)
+
+    def commit(self, records: list) -> None:
+        """Append the records (durable under the fsync policy), then apply them to the shard."""
+        if not records:
+            return
+        now = _now_ms()
+        encoded = [(encode_key(k), encode_value(v)) for k, v in records]
+        batch = build_batch([Record(offset=i, timestamp=now, key=k, value=v) for i, (k, v) in enumerate(encoded)])
+        try:
+            self.partition.append(split_batches(batch, verify_crc=False), AppendOrigin.COORDINATOR)
+            if self.owner.fsync_always:
+                self.partition.log.flush()
+        except Exception as exc:  # noqa: BLE001 - any storage failure: the log is the truth
+            log.error("share state append failed; reloading the partition", partition=self.partition.index, error=str(exc))
+            self.shard = self.owner.new_shard()
+            asyncio.get_running_loop().create_task(self.load())
+            self.state = LOADING
+            raise ShareStateError(ErrorCode.not_coordinator, str(exc)) from None
+        for key, value in records:
+            self.shard.replay(key, value)
+
+
+class ShareCoordinator:
+    """Every partition of ``__share_group_state``: Kafka's share coordinator on one node."""
+
+    def __init__(self, cluster, config: ShareConfig | None = None, *, fsync_always: bool = False,
+                 clock_ms: Callable[[], int] = _now_ms) -> None:
+        self.cluster = cluster
+        self.config = config or ShareConfig()
+        self.fsync_always = fsync_always
+        self.clock_ms = clock_ms
+        self.runtimes: list[ShareRuntime] = []
+        self._load_task: asyncio.Task | None = None
+
+    def new_shard(self) -> ShareStateShard:
+        return ShareStateShard(self.config, self.clock_ms, self._partition_count)
+
+    def _partition_count(self, topic_id: uuid.UUID) -> int | None:
+        topic = self.cluster.by_id.get(topic_id)
+        return None if topic is None else len(topic.partitions)
+
+    # ================================================================ life cycle
+    def start_if_present(self) -> None:
+        if SHARE_STATE_TOPIC in self.cluster.topics:
+            self.ensure_started()
+
+    def ensure_started(self) -> None:
+        if self.runtimes:
+            return
+        topic = self.cluster.topics.get(SHARE_STATE_TOPIC)
+        if topic is None:  # ShareCoordinatorService.shareGroupStateTopicConfigs
+            topic = self.cluster.create_topic(SHARE_STATE_TOPIC, self.config.num_partitions, {
+                "cleanup.policy": "delete", "retention.ms": "-1", "segment.bytes": str(self.config.segment_bytes),
+            })
+            self.runtimes = [ShareRuntime(self, p) for p in topic.partitions]
+            for rt in self.runtimes:
+                rt.state = ACTIVE  # a new topic: nothing to load
+            return
+        self.runtimes = [ShareRuntime(self, p) for p in topic.partitions]
+        self._load_task = asyncio.get_running_loop().create_task(self._load_all())
+
+    async def _load_all(self) -> None:
+        for rt in self.runtimes:
+            try:
+                await rt.load()
+            except Exception:  # noqa: BLE001 - one bad partition must not stop the others
+                rt.state = FAILED
+                log.exception("share state partition failed to load", partition=rt.partition.index)
+
+    async def loaded(self) -> None:
+        """Wait until every partition is loaded (tests, and callers at start)."""
+        self.ensure_started()
+        if self._load_task is not None:
+            await asyncio.shield(self._load_task)
+
+    def stop(self) -> None:
+        if self._load_task is not None:
+            self._load_task.cancel()
+        for rt in self.runtimes:
+            rt.state = FAILED
+
+    # ================================================================ routing
+    def partition_for(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
+        n = len(self.runtimes) if self.runtimes else self.config.num_partitions
+        return partition_for(coordinator_key(group_id, topic_id, partition), n)
+
+    def _runtime(self, group_id: str, topic_id: uuid.UUID, partition: int) -> ShareRuntime:
+        self.ensure_started()
+        rt = self.runtimes[self.partition_for(group_id, topic_id, partition)]
+        rt.check()
+        return rt
+
+    # ================================================================ the RPCs, per share-partition key
+    # Each raises ShareStateError (nothing written) or returns once its records are durable.
+    def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int, start_offset: int) -> None:
+        rt = self._runtime(group_id, topic_id, partition)
+        rt.commit(rt.shard.initialize(group_id, topic_id, partition, state_epoch, start_offset))
+
+    def write(self, group_id: str, topic_id: uuid.UUID, data: WriteData) -> None:
+        rt = self._runtime(group_id, topic_id, data.partition)
+        rt.commit(rt.shard.write(group_id, topic_id, data))
+
+    def read(self, group_id: str, topic_id: uuid.UUID, partition: int, leader_epoch: int) -> ShareGroupOffset:
+        rt = self._runtime(group_id, topic_id, partition)
+        records, state = rt.shard.read(group_id, topic_id, partition, leader_epoch)
+        rt.commit(records)
+        return rt.shard.states.get((group_id, topic_id, partition), state)
+
+    def summary(self, group_id: str, topic_id: uuid.UUID, partition: int) -> ShareGroupOffset | None:
+        rt = self._runtime(group_id, topic_id, partition)
+        return rt.shard.summary(group_id, topic_id, partition)
+
+    def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        rt = self._runtime(group_id, topic_id, partition)
+        rt.commit(rt.shard.delete(group_id, topic_id, partition))
+
+    def peek(self, group_id: str, topic_id: uuid.UUID, partition: int) -> ShareGroupOffset | None:
+        """The durable state of a key, or None (no checks; nothing created)."""
+        if not self.runtimes:
+            return None
+        rt = self.runtimes[self.partition_for(group_id, topic_id, partition)]
+        return rt.shard.states.get((group_id, topic_id, partition)) if rt.state == ACTIVE else None
+
+
+class ShareStateHook:
+    """What the group coordinator calls to initialize and delete a share group's state.
+
+    ``initialize(group_id, {topic_id: [partitions]})`` writes a fresh state
+    (state epoch 0, start offset -1: the share partition picks its start from
+    ``share.auto.offset.reset`` at first use) for each partition that has
+    none; ``delete(group_id, {topic_id: [partitions]} | None)`` deletes the
+    given partitions' states, or every state of the group with None. Both
+    return ``{(topic_id, partition): ErrorCode}`` for the partitions that
+    failed (empty when all went well).
+    """
+
+    def __init__(self, coordinator: ShareCoordinator, on_delete: Callable[[str, uuid.UUID, int], None] | None = None) -> None:
+        self.coordinator = coordinator
+        self.on_delete = on_delete  # the share partitions' in-memory state is dropped with it
+
+    async def initialize(self, group_id: str, partitions: dict) -> dict:
+        await self.coordinator.loaded()
+        failed = {}
+        for topic_id, parts in partitions.items():
+            for p in parts:
+                if self.coordinator.peek(group_id, topic_id, p) is not None:
+                    continue
+                try:
+                    self.coordinator.initialize(group_id, topic_id, p, 0, -1)
+                except ShareStateError as exc:
+                    failed[(topic_id, p)] = exc.code
+        return failed
+
+    async def delete(self, group_id: str, partitions: dict | None = None) -> dict:
+        await self.coordinator.loaded()
+        if partitions is None:
+            keys = [sk for rt in self.coordinator.runtimes for sk in rt.shard.keys_of_group(group_id)]
+        else:
+            keys = [(group_id, t, p) for t, parts in partitions.items() for p in parts]
+        failed = {}
+        for _, topic_id, p in keys:
+            try:
+                self.coordinator.delete(group_id, topic_id, p)
+            except ShareStateError as exc:
+                failed[(topic_id, p)] = exc.code
+                continue
+            if self.on_delete is not None:
+                self.on_delete(group_id, topic_id, p)
+        return failed

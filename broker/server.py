@@ -81,6 +81,7 @@ from .config import INT_MAX, BrokerConfig, per_ip_overrides
 from . import diagnostics, memory
 from .coordinator.service import GroupCoordinator
 from .share.coordinator import ShareCoordinator, ShareStateHook
+from .share.manager import SharePartitionManager
 from .txn.service import TransactionCoordinator
 from .handlers import HANDLERS, PIPELINED, RequestContext, supported_versions
 from .listeners import Listener
@@ -144,7 +145,10 @@ class Broker:
         )
         # the share coordinator (KIP-932): __share_group_state, made when first needed (broker/share/)
         self.share_coordinator = ShareCoordinator(self.cluster, config.share_config(), fsync_always=config.fsync == "always")
-        self.share_state_hook = ShareStateHook(self.share_coordinator)
+        self.share_partitions = SharePartitionManager(self.cluster, self.share_coordinator, config.share_config(),
+                                                      group_overrides=self.cluster.group_configs)
+        # the hook the group coordinator calls to initialize and delete share groups' state
+        self.share_state_hook = ShareStateHook(self.share_coordinator, on_delete=self.share_partitions.forget)
         self.supported = supported_versions()
         # TLS contexts and SASL mechanisms per listener (None: every listener is PLAINTEXT)
         self.security = config.security
@@ -289,6 +293,7 @@ class Broker:
             listener.server.close()
         self.listeners = []
         self.transactions.stop()
+        self.share_partitions.stop()
         self.share_coordinator.stop()
         self.coordinator.stop()
         self.cluster.close()
@@ -339,6 +344,7 @@ class Broker:
         # coordinator writes are flushed; parked JoinGroup/SyncGroup get NOT_COORDINATOR; transactions
         # not completed stay PREPARE_* in __transaction_state, and the next start completes them
         self.transactions.stop()
+        self.share_partitions.stop()
         self.share_coordinator.stop()
         self.coordinator.stop()
         # long polls are cut short
@@ -720,6 +726,7 @@ class KafkaConnection(asyncio.Protocol):
                 broker.metrics.connection_closed(self)
             if self.ip is not None:
                 broker._forget_ip(self.ip)
+        broker.share_partitions.connection_closed(self)  # its share sessions end with it (Kafka 4.4)
         task = self.task
         self.waiter = None
         if task is not None:

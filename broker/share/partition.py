@@ -130,9 +130,10 @@ class SharePartition:
         self.end = max(self.end, log_start - 1)
 
     # ================================================================ acquiring
-    def acquire(self, member: str, batches: list[tuple[int, int]], max_records: int) -> list[tuple[int, int, int]]:
+    def acquire(self, member: str, batches: list[tuple[int, int]], max_records: int, control: frozenset = frozenset()) -> list[tuple[int, int, int]]:
         """Acquire offsets of the batches read (``(base, last)`` in log order) for ``member``;
-        returns the acquired ranges ``(first, last, delivery count)``."""
+        returns the acquired ranges ``(first, last, delivery count)``. Batches whose base offset
+        is in ``control`` (transaction markers) are never handed out: the window moves past them."""
         limits = self.limits()
         lock = self._next_lock
         acquired: list[int] = []
@@ -140,6 +141,10 @@ class SharePartition:
         for base, last in batches:
             if full:
                 break
+            if base in control:
+                if last > self.end and (not acquired or acquired[-1] < base):
+                    self.end = last
+                continue
             for o in range(max(base, self.start), last + 1):
                 if len(acquired) >= max_records:
                     full = True
@@ -157,10 +162,12 @@ class SharePartition:
                     self.end = o
                 acquired.append(o)
         if not acquired:
+            self._advance()
             return []
         self._next_lock += 1
         self.locks[lock] = [acquired[0], acquired[-1], len(acquired)]
         self.timers.schedule(self._lock_key(lock), limits.lock_duration_ms, lambda: self._expire(lock))
+        self._advance()
         return self._ranges(acquired)
 
     def _ranges(self, offsets: list[int]) -> list[tuple[int, int, int]]:

@@ -1,0 +1,165 @@
+"""ShareFetch (78), v1-2 (KIP-932): records of share partitions, acquired for the member.
+
+After the checks of ``_share.check_request`` and the share session
+(broker/share/sessions.py: errors as Kafka 4.4, at the top level), the
+piggy-backed acknowledgements are applied (``acknowledge_error_code`` per
+partition); then, unless the request closes the session (epoch -1), each
+partition of the session is read from its share partition's next fetch offset
+and the records read are acquired (``acquired_records``: ranges with their
+delivery counts). Record batches stay opaque: the log's bytes are sliced at
+batch boundaries (only batch headers are read), from the first batch holding
+an acquired offset through the last. ``max_records`` bounds the records
+acquired in all, ``max_bytes`` the bytes read. With nothing acquired the
+request waits up to ``max_wait_ms`` for an append or a release on one of its
+partitions. The first answer of a session names every partition; later ones
+only those with records, errors or acknowledgement results.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+
+from protocol.errors import ErrorCode
+
+from ..share.manager import state_error
+from ..share.sessions import FINAL_EPOCH, INITIAL_EPOCH, SessionError
+from ..share.state import ShareStateError
+from ._share import RequestRefused, acknowledge, check_request, leader, resolve
+
+API_KEY = 78
+NAME = "ShareFetch"
+VERSIONS = (1, 2)
+E = ErrorCode
+_BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length
+_LAST_DELTA = struct.Struct(">i")  # at byte 23
+_ATTRIBUTES = struct.Struct(">h")  # at byte 21
+_CONTROL = 0x20
+_HEAD_BYTES = 61
+
+
+def _ms(value) -> int:
+    return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value or 0)
+
+
+def _spans(data) -> list[tuple[int, int, int, int, bool]]:
+    """``(base, last, start, end, control)`` of each whole batch in ``data`` (headers only)."""
+    out = []
+    pos, n = 0, len(data)
+    while n - pos >= _HEAD_BYTES:
+        base, length = _BATCH_HEAD.unpack_from(data, pos)
+        end = pos + 12 + length
+        if length < 49 or end > n:
+            break
+        last = base + _LAST_DELTA.unpack_from(data, pos + 23)[0]
+        control = bool(_ATTRIBUTES.unpack_from(data, pos + 21)[0] & _CONTROL)
+        out.append((base, last, pos, end, control))
+        pos = end
+    return out
+
+
+def _error_response(ctx, code: ErrorCode, message: str | None = None) -> dict:
+    return {"throttle_time": 0, "error_code": code, "error_message": message, "acquisition_lock_timeout": 0, "responses": [],
+            "node_endpoints": []}
+
+
+def _fetch_partition(ctx, req, sp, part, member_id: str, budget: dict) -> tuple[object, list]:
+    """Read and acquire one partition: (records bytes or None, acquired ranges)."""
+    if budget["records"] <= 0 or budget["bytes"] <= 0 or not sp.can_acquire():
+        return None, []
+    plog = part.log
+    sp.move_start(plog.log_start_offset)
+    offset = sp.next_fetch_offset()
+    if offset >= plog.log_end_offset:
+        return None, []
+    data = plog.read(offset, budget["bytes"], min_one=True)
+    spans = _spans(data) if data else []
+    if not spans:
+        return None, []
+    control = frozenset(base for base, _, _, _, c in spans if c)
+    acquired = sp.acquire(member_id, [(base, last) for base, last, _, _, _ in spans], budget["records"], control)
+    if not acquired:
+        return None, []
+    first, last = acquired[0][0], acquired[-1][1]
+    lo = next(s for b, la, s, _, _ in spans if la >= first)
+    hi = next(e for b, la, _, e, _ in reversed(spans) if b <= last)
+    budget["records"] -= sum(la - f + 1 for f, la, _ in acquired)
+    budget["bytes"] -= hi - lo
+    return bytes(memoryview(data)[lo:hi]), acquired
+
+
+def _fetch_all(ctx, req, session, member_id: str, acks: dict, include_all: bool) -> tuple[list, int]:
+    manager = ctx.broker.share_partitions
+    budget = {"records": req.max_records if req.max_records > 0 else 2**31 - 1, "bytes": req.max_bytes if req.max_bytes > 0 else 0}
+    topics: dict = {}
+    got = 0
+    for topic_id, index in list(session.partitions):
+        ack_error, ack_message = acks.get((topic_id, index), (E.none, None))
+        part, error = resolve(ctx, topic_id, index)
+        records, acquired, message = None, [], None
+        if error is None:
+            try:
+                sp = manager.get(req.group_id, topic_id, index, part)
+                records, acquired = _fetch_partition(ctx, req, sp, part, member_id, budget)
+            except ShareStateError as exc:
+                error, message = state_error(exc), exc.message
+        if not (include_all or acquired or error is not None or (topic_id, index) in acks):
+            continue
+        got += len(acquired)
+        topics.setdefault(topic_id, []).append({
+            "partition_index": index, "error_code": error or E.none, "error_message": message,
+            "acknowledge_error_code": ack_error, "acknowledge_error_message": ack_message, "current_leader": leader(ctx),
+            "records": records if records is not None else b"", "acquired_records": [{"first_offset": f, "last_offset": la, "delivery_count": c} for f, la, c in acquired],
+        })
+    return [{"topic_id": tid, "partitions": parts} for tid, parts in topics.items()], got
+
+
+async def handle(ctx, req):
+    try:
+        check_request(ctx, req)
+    except RequestRefused as exc:
+        return _error_response(ctx, exc.code, exc.message)
+    renew = ctx.version >= 2 and bool(getattr(req, "is_renew_ack", False))
+    if renew and (req.max_bytes or req.min_bytes or req.max_records or _ms(req.max_wait)):
+        return _error_response(ctx, E.invalid_request, "Renew ack request must not fetch records.")
+    manager = ctx.broker.share_partitions
+    epoch = req.share_session_epoch
+    add = [(t.topic_id, p.partition_index) for t in req.topics or () for p in t.partitions or ()]
+    forget = [(t.topic_id, p) for t in req.forgotten_topics_data or () for p in t.partitions or ()]
+    has_acks = any(p.acknowledgement_batches for t in req.topics or () for p in t.partitions or ())
+    try:
+        session, ended = manager.sessions.fetch_context(req.group_id, req.member_id, epoch, add, forget, has_acks, ctx.conn)
+    except SessionError as exc:
+        return _error_response(ctx, exc.code, exc.message)
+    acks = {}
+    for t in req.topics or ():
+        for p in t.partitions or ():
+            if p.acknowledgement_batches:
+                acks[(t.topic_id, p.partition_index)] = acknowledge(ctx, req.group_id, req.member_id, t.topic_id, p.partition_index,
+                                                                    p.acknowledgement_batches, renew)
+    if ended is not None:
+        manager.release_session(ended)
+    lock_ms = manager.lock_duration_ms(req.group_id)
+    if session is None or renew:  # the final fetch (epoch -1) or a renewal: acknowledgements only
+        responses = {}
+        for (tid, index), (code, message) in acks.items():
+            responses.setdefault(tid, []).append({"partition_index": index, "error_code": E.none, "acknowledge_error_code": code,
+                                                  "acknowledge_error_message": message, "current_leader": leader(ctx),
+                                                  "records": b"", "acquired_records": []})
+        return {"throttle_time": 0, "error_code": E.none, "acquisition_lock_timeout": lock_ms,
+                "responses": [{"topic_id": t, "partitions": ps} for t, ps in responses.items()], "node_endpoints": []}
+    include_all = epoch == INITIAL_EPOCH
+    deadline = time.monotonic() + max(_ms(req.max_wait), 0) / 1000
+    while True:
+        responses, got = _fetch_all(ctx, req, session, req.member_id, acks, include_all)
+        remaining = deadline - time.monotonic()
+        if got or remaining <= 0 or ctx.conn.draining or session.epoch == FINAL_EPOCH:
+            break
+        waiting_on = [p for tid, i in session.partitions if (p := resolve(ctx, tid, i)[0]) is not None]
+        if not waiting_on:
+            break
+        await ctx.cluster.wait_for_data(waiting_on, remaining)
+        if manager.sessions.sessions.get((req.group_id, req.member_id)) is not session:
+            break  # the session ended while the request waited
+    return {"throttle_time": 0, "error_code": E.none, "acquisition_lock_timeout": lock_ms, "responses": responses,
+            "node_endpoints": []}

@@ -1,0 +1,172 @@
+"""ShareFetch (78) and ShareAcknowledge (79) over the wire, with raw requests (tests/raw.py).
+
+A broker child process with a 1 s record lock (group.share.record.lock.duration.ms),
+so redelivery after a lock timeout is awaited (a fetch that long-polls until it
+comes), never slept for.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+
+from protocol.errors import ErrorCode
+from tests.broker_process import BrokerProcess
+from tests.raw import RawClient
+
+FETCH, ACK = 78, 79
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("share-fetch"), "--set", "group.share.record.lock.duration.ms=1000",
+                      "--set", "group.share.delivery.count.limit=3", "--set", "group.share.max.share.sessions=50").start()
+    yield b
+    b.stop()
+
+
+def _topic(b, name: str, n: int) -> uuid.UUID:
+    raw = RawClient(b.bootstrap)
+    raw.request(19, 7, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+                        "timeout": 10000})
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+    for i in range(n):
+        p.produce(name, b"v%d" % i)
+        p.flush(10)  # one batch per record
+    meta = raw.request(3, 12, {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}], "allow_auto_topic_creation": False,
+                               "include_topic_authorized_operations": False})
+    raw.close()
+    return meta.topics[0].topic_id
+
+
+def _set_reset_earliest(b, group: str) -> None:
+    raw = RawClient(b.bootstrap)
+    resp = raw.request(44, 1, {"resources": [{"resource_type": 32, "resource_name": group, "configs": [
+        {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}]}], "validate_only": False})
+    raw.close()
+    assert resp.responses[0].error_code == ErrorCode.none, resp
+
+
+def fetch(raw, group, member, epoch, tid, *, acks=None, max_wait=0, max_records=500, forget=(), version=1):
+    parts = [{"partition_index": 0, "acknowledgement_batches": [
+        {"first_offset": f, "last_offset": la, "acknowledge_types": list(t)} for f, la, t in (acks or [])]}] if tid else []
+    return raw.request(FETCH, version, {"group_id": group, "member_id": member, "share_session_epoch": epoch, "max_wait": max_wait,
+                                        "min_bytes": 1, "max_bytes": 1 << 20, "max_records": max_records, "batch_size": 500,
+                                        "topics": [{"topic_id": tid, "partitions": parts}] if tid else [],
+                                        "forgotten_topics_data": [{"topic_id": t, "partitions": [0]} for t in forget]})
+
+
+def ack(raw, group, member, epoch, tid, batches, version=1):
+    return raw.request(ACK, version, {"group_id": group, "member_id": member, "share_session_epoch": epoch, "topics": [
+        {"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+            {"first_offset": f, "last_offset": la, "acknowledge_types": list(t)} for f, la, t in batches]}]}]})
+
+
+def acquired(resp):
+    return [(a.first_offset, a.last_offset, a.delivery_count) for t in resp.responses for p in t.partitions for a in p.acquired_records]
+
+
+def test_fetch_acknowledge_and_redeliver(broker):
+    tid = _topic(broker, "sf1", 5)
+    _set_reset_earliest(broker, "g1")
+    raw = RawClient(broker.bootstrap)
+    r = fetch(raw, "g1", "m1", 0, tid)
+    assert r.error_code == ErrorCode.none and r.acquisition_lock_timeout.total_seconds() == 1
+    assert acquired(r) == [(0, 4, 1)]
+    [part] = r.responses[0].partitions
+    assert part.records is not None and len(part.records) > 0
+    # a second member sees nothing: everything is acquired
+    raw2 = RawClient(broker.bootstrap)
+    assert acquired(fetch(raw2, "g1", "m2", 0, tid)) == []
+    # accept 0-1, release 2, reject 3, keep 4 (a ShareAcknowledge: a ShareFetch would acquire 2 again for m1)
+    a = ack(raw, "g1", "m1", 1, tid, [(0, 1, [ACCEPT]), (2, 3, [RELEASE, REJECT])])
+    assert a.responses[0].partitions[0].error_code == ErrorCode.none
+    got = acquired(fetch(raw2, "g1", "m2", 1, tid, max_wait=5000))
+    assert got[0] == (2, 2, 2)  # redelivered after the RELEASE, delivery count 2
+    # offset 4's lock (1 s) runs out: redelivered with count 2 to whoever fetches
+    epoch = 2
+    while (4, 4, 2) not in got:
+        got = acquired(fetch(raw2, "g1", "m2", epoch, tid, max_wait=10000))
+        epoch += 1
+        assert epoch < 10
+    # m1's late acknowledgement of 4 is refused
+    a = ack(raw, "g1", "m1", 2, tid, [(4, 4, [ACCEPT])])
+    assert a.responses[0].partitions[0].error_code == ErrorCode.invalid_record_state
+    assert ack(raw2, "g1", "m2", epoch, tid, [(2, 2, [ACCEPT]), (4, 4, [ACCEPT])]).responses[0].partitions[0].error_code == ErrorCode.none
+    # closing the sessions
+    assert fetch(raw2, "g1", "m2", -1, None).error_code == ErrorCode.none
+    assert fetch(raw2, "g1", "m2", -1, None).error_code == ErrorCode.share_session_not_found
+
+
+def test_poison_record_archived_after_delivery_limit(broker):
+    tid = _topic(broker, "sf2", 1)
+    _set_reset_earliest(broker, "g2")
+    raw = RawClient(broker.bootstrap)
+    epoch = 0
+    for delivery in (1, 2, 3):
+        r = fetch(raw, "g2", "m", epoch, tid, max_wait=5000)
+        assert acquired(r) == [(0, 0, delivery)]
+        epoch += 1
+        assert ack(raw, "g2", "m", epoch, tid, [(0, 0, [RELEASE])]).responses[0].partitions[0].error_code == ErrorCode.none
+        epoch += 1
+    # the third release reached the limit (3): archived, never delivered again
+    assert acquired(fetch(raw, "g2", "m", epoch, tid, max_wait=200)) == []
+
+
+def test_session_rules(broker):
+    tid = _topic(broker, "sf3", 2)
+    raw = RawClient(broker.bootstrap)
+    assert fetch(raw, "g3", "m", 5, tid).error_code == ErrorCode.share_session_not_found
+    assert fetch(raw, "g3", "m", 0, tid, acks=[(0, 0, [ACCEPT])]).error_code == ErrorCode.invalid_request
+    assert fetch(raw, "g3", "m", 0, tid).error_code == ErrorCode.none
+    assert fetch(raw, "g3", "m", 2, tid).error_code == ErrorCode.invalid_share_session_epoch
+    assert fetch(raw, "g3", "m", 1, tid).error_code == ErrorCode.none
+    assert ack(raw, "g3", "m", 0, tid, []).error_code == ErrorCode.invalid_share_session_epoch
+    assert fetch(raw, "g3", "", 0, tid).error_message == "Invalid member id in the request."
+    assert fetch(raw, "g3", "x" * 37, 0, tid).error_code == ErrorCode.invalid_request
+    assert fetch(raw, "", "m", 0, tid).error_message == "Invalid group id in the request."
+    # an unknown topic id is a partition error
+    r = fetch(raw, "g3", "m", 2, uuid.uuid4())
+    assert [p.error_code for t in r.responses for p in t.partitions] == [ErrorCode.unknown_topic_id]
+
+
+def test_bad_acknowledgements(broker):
+    tid = _topic(broker, "sf4", 6)
+    _set_reset_earliest(broker, "g4")
+    raw = RawClient(broker.bootstrap)
+    assert acquired(fetch(raw, "g4", "m", 0, tid)) == [(0, 5, 1)]
+    epoch = 1
+    for batches in ([(3, 1, [ACCEPT])],  # reversed
+                    [(0, 3, [ACCEPT]), (2, 4, [ACCEPT])],  # overlapping
+                    [(0, 2, [ACCEPT, ACCEPT])],  # types of the wrong length
+                    [(0, 0, [])],  # no types
+                    [(0, 0, [9])],  # unknown type
+                    [(0, 0, [4])]):  # RENEW without is_renew_ack
+        a = ack(raw, "g4", "m", epoch, tid, batches)
+        epoch += 1
+        assert a.responses[0].partitions[0].error_code == ErrorCode.invalid_request, batches
+    for batches in ([(0, 2**62, [ACCEPT])], [(-(2**62), 0, [ACCEPT])], [(100, 200, [ACCEPT])]):  # outside what was acquired
+        a = ack(raw, "g4", "m", epoch, tid, batches)
+        epoch += 1
+        assert a.responses[0].partitions[0].error_code == ErrorCode.invalid_record_state, batches
+    # nothing changed: all six still acquired by m, acknowledged now in one go
+    assert ack(raw, "g4", "m", epoch, tid, [(0, 5, [ACCEPT])]).responses[0].partitions[0].error_code == ErrorCode.none
+
+
+def test_many_sessions_are_bounded(broker):
+    tid = _topic(broker, "sf5", 1)
+    raw = RawClient(broker.bootstrap)
+    codes = [fetch(raw, "g5", f"m{i}", 0, tid).error_code for i in range(80)]
+    # at most 50 sessions (group.share.max.share.sessions); the rest are refused, and the broker stays up
+    assert codes.count(ErrorCode.share_session_limit_reached) >= 30
+    raw.close()  # the connection's sessions end with it
+    raw = RawClient(broker.bootstrap)
+    ok = None
+    for _ in range(50):  # the broker handles the hang-up asynchronously: retry until it did
+        ok = fetch(raw, "g5", "again", 0, tid).error_code
+        if ok == ErrorCode.none:
+            break
+    assert ok == ErrorCode.none

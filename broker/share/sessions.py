@@ -53,7 +53,7 @@ class ShareSessionCache:
     def __init__(self, max_sessions: int) -> None:
         self.max_sessions = max_sessions
         self.sessions: dict[tuple[str, str], ShareSession] = {}
-        self.by_conn: dict[object, set[tuple[str, str]]] = {}  # connection -> its sessions' keys
+        self.by_conn: dict[int, set[tuple[str, str]]] = {}  # id(connection) -> its sessions' keys
 
     def __len__(self) -> int:
         return len(self.sessions)
@@ -78,7 +78,7 @@ class ShareSessionCache:
             session = ShareSession(group_id, member_id, 1, dict.fromkeys(add), conn)
             self.sessions[key] = session
             if conn is not None:
-                self.by_conn.setdefault(conn, set()).add(key)
+                self.by_conn.setdefault(id(conn), set()).add(key)
             return session, old
         session = self._subsequent(key, epoch)
         for tp in forget:
@@ -115,14 +115,14 @@ class ShareSessionCache:
     def _pop(self, key) -> ShareSession | None:
         session = self.sessions.pop(key, None)
         if session is not None and session.conn is not None:
-            keys = self.by_conn.get(session.conn)
+            keys = self.by_conn.get(id(session.conn))
             if keys is not None:
                 keys.discard(key)
                 if not keys:
-                    del self.by_conn[session.conn]
+                    del self.by_conn[id(session.conn)]
         return session
 
     def remove_connection(self, conn) -> list[ShareSession]:
         """The sessions opened on a connection that closed (Kafka 4.4 ends them with it)."""
-        keys = self.by_conn.pop(conn, ())
+        keys = self.by_conn.pop(id(conn), ())
         return [self.sessions.pop(k) for k in keys if k in self.sessions and self.sessions[k].conn is conn]

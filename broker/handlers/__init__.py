@@ -78,6 +78,9 @@ _TABLE = (
     ("write_share_group_state", 85, "WriteShareGroupState", (0, 1)),
     ("delete_share_group_state", 86, "DeleteShareGroupState", (0, 0)),
     ("read_share_group_state_summary", 87, "ReadShareGroupStateSummary", (0, 1)),
+    ("describe_share_group_offsets", 90, "DescribeShareGroupOffsets", (0, 1)),
+    ("alter_share_group_offsets", 91, "AlterShareGroupOffsets", (0, 0)),
+    ("delete_share_group_offsets", 92, "DeleteShareGroupOffsets", (0, 0)),
 )
 _MODULES = tuple(row[0] for row in _TABLE)
 

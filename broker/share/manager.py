@@ -105,8 +105,9 @@ class SharePartitionManager:
     def _persister(self, key, part):
         group_id, topic_id, partition = key
 
-        def persist(start: int, batches) -> None:
-            self.coordinator.write(group_id, topic_id, WriteData(partition, self.state_epochs.get(key, 0), 0, start, batches))
+        def persist(start: int, batches, delivery_complete_count: int) -> None:
+            self.coordinator.write(group_id, topic_id, WriteData(partition, self.state_epochs.get(key, 0), 0, start, batches,
+                                                                 delivery_complete_count))
             part.notify()  # released records: fetches waiting on the partition look again
 
         return persist

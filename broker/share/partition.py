@@ -22,7 +22,7 @@ acquired (SPEO, ``end``; ``start - 1`` when nothing is in flight):
 * the SPSO moves past ACKNOWLEDGED and ARCHIVED offsets at the front.
 
 Every change Kafka persists (acknowledgements, releases, lock expiry; not
-acquisition) is handed to ``persist(start, batches)`` before it takes effect
+acquisition) is handed to ``persist(start, batches, delivery complete count)`` before it takes effect
 in memory; if that raises, nothing changed. Acquired offsets are persisted
 as AVAILABLE, so a restart delivers them again.
 
@@ -75,7 +75,7 @@ class AckError(Exception):
 
 
 class SharePartition:
-    def __init__(self, name: str, limits: Callable[[], Limits], timers, persist: Callable[[int, list[StateBatch]], None]) -> None:
+    def __init__(self, name: str, limits: Callable[[], Limits], timers, persist: Callable[[int, list[StateBatch], int], None]) -> None:
         self.name = name  # the timers' key prefix
         self.limits = limits
         self.timers = timers
@@ -286,7 +286,8 @@ class SharePartition:
         while start <= self.end and (start in final and final[start] in _DONE
                                      or start not in final and (start not in self.entries or self.entries[start].state in _DONE)):
             start += 1
-        self.persist(start, batches)
+        done = sum(1 for o, e in self.entries.items() if o >= start and final.get(o, e.state) in _DONE)
+        self.persist(start, batches, done)
 
     def _advance(self) -> None:
         while self.start <= self.end:

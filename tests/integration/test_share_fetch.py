@@ -170,3 +170,31 @@ def test_many_sessions_are_bounded(broker):
         if ok == ErrorCode.none:
             break
     assert ok == ErrorCode.none
+
+
+def test_share_group_offsets_admin(broker):
+    tid = _topic(broker, "sf6", 10)
+    _set_reset_earliest(broker, "g6")
+    raw = RawClient(broker.bootstrap)
+    assert acquired(fetch(raw, "g6", "m", 0, tid, max_records=4)) == [(0, 3, 1)]
+    assert ack(raw, "g6", "m", 1, tid, [(0, 3, [ACCEPT])]).responses[0].partitions[0].error_code == ErrorCode.none
+    d = raw.request(90, 1, {"groups": [{"group_id": "g6", "topics": None}]})
+    [g] = d.groups
+    [t] = g.topics
+    [p] = t.partitions
+    assert (t.topic_name, t.topic_id, p.start_offset, p.lag) == ("sf6", tid, 4, 6)
+    d = raw.request(90, 0, {"groups": [{"group_id": "g6", "topics": [{"topic_name": "nope", "partitions": [0]}]}]})
+    assert d.groups[0].topics[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
+    alter = {"group_id": "g6", "topics": [{"topic_name": "sf6", "partitions": [{"partition_index": 0, "start_offset": 8}]}]}
+    assert raw.request(91, 0, alter).error_code == ErrorCode.non_empty_group  # m's session is open
+    assert fetch(raw, "g6", "m", -1, None).error_code == ErrorCode.none
+    a = raw.request(91, 0, alter)
+    assert a.error_code == ErrorCode.none and a.responses[0].partitions[0].error_code == ErrorCode.none
+    assert acquired(fetch(raw, "g6", "m", 0, tid)) == [(8, 9, 1)]
+    assert fetch(raw, "g6", "m", -1, None).error_code == ErrorCode.none
+    r = raw.request(92, 0, {"group_id": "g6", "topics": [{"topic_name": "sf6"}, {"topic_name": "sf1"}]})
+    assert [x.error_code for x in r.responses] == [ErrorCode.none, ErrorCode.unknown_topic_or_partition]
+    assert r.responses[1].error_message == "There is no offset information to delete."
+    d = raw.request(90, 1, {"groups": [{"group_id": "g6", "topics": [{"topic_name": "sf6", "partitions": [0]}]}]})
+    assert d.groups[0].topics[0].partitions[0].start_offset == -1
+    assert raw.request(92, 0, {"group_id": "nobody", "topics": []}).error_code == ErrorCode.group_id_not_found

@@ -199,6 +199,9 @@ def _requests(topic: str, topic_id: uuid.UUID, group: str, version: int, batch: 
                                                                                  "state_batches": [{"first_offset": 0, "last_offset": 0, "delivery_state": 2, "delivery_count": 1}]}]}]},
         86: {"group_id": group, "topics": [{"topic_id": topic_id, "partitions": [{"partition": 0}]}]},
         87: {"group_id": group.replace("87", "83"), "topics": [{"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 0}]}]},
+        90: {"groups": [{"group_id": "g-83-0", "topics": None}, {"group_id": "g-83-0", "topics": [{"topic_name": topic, "partitions": [0, 5]}]}]},
+        91: {"group_id": "alter", "topics": [{"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": 0}]}]},
+        92: {"group_id": "alter", "topics": [{"topic_name": topic}]},
     }
 
 

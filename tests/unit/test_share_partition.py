@@ -37,7 +37,7 @@ def sp():
     timers = Timers(clock)
     writes = []
     limits = Limits(lock_duration_ms=30_000, delivery_count_limit=3, max_record_locks=10)
-    p = SharePartition("g/t/0", lambda: limits, timers, lambda start, batches: writes.append((start, batches)))
+    p = SharePartition("g/t/0", lambda: limits, timers, lambda start, batches, done: writes.append((start, batches)))
     p.load(0, [])
     p.clock, p.timers_, p.writes, p.lims = clock, timers, writes, limits
     return p
@@ -128,7 +128,7 @@ def test_bad_acknowledgements_change_nothing(sp):
 def test_persist_failure_leaves_state_unchanged(sp):
     sp.acquire("m1", [(0, 1)], 100)
 
-    def fail(start, batches):
+    def fail(start, batches, done):
         raise RuntimeError("coordinator down")
 
     sp.persist = fail

@@ -1,10 +1,10 @@
 """What ShareFetch (78) and ShareAcknowledge (79) share: request checks and acknowledgements.
 
-Kafka 4.4's ``KafkaApis`` checks, in order, before any partition: a null or
-empty group id is INVALID_REQUEST ("Invalid group id in the request."), READ
+Kafka 4.4's ``KafkaApis`` checks, in order, before any partition: a null
+group id is INVALID_REQUEST (an empty one is served), READ
 on the group (GROUP_AUTHORIZATION_FAILED), a member id that is null, empty or
-longer than 36 characters is INVALID_REQUEST ("Invalid member id in the
-request."). Kafka 4.4 checks nothing more of the member at this point: the
+longer than 36 characters is INVALID_REQUEST. These request-level errors carry
+no message (Kafka's ``getErrorResponse``). Kafka 4.4 checks nothing more of the member at this point: the
 broker serving ShareFetch need not be the group's coordinator, so a member id
 the group does not know is served (its records are locked to that id).
 
@@ -20,7 +20,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 
 from ..security.authorizer import Operation, ResourceType
-from ..share.partition import RENEW, AckError
+from ..share.manager import NotInitialized
+from ..share.partition import MSG_NOT_FOUND, RENEW, AckError
 from ..share.state import ShareStateError
 
 E = ErrorCode
@@ -35,7 +36,7 @@ class RequestRefused(Exception):
 
 
 def check_request(ctx, req) -> None:
-    if not req.group_id:
+    if req.group_id is None:  # an empty one is served, as Kafka 4.4 serves it
         raise RequestRefused(E.invalid_request, "Invalid group id in the request.")
     if ctx.broker.authorizer is not None and not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
         raise RequestRefused(E.group_authorization_failed)
@@ -89,6 +90,8 @@ def acknowledge(ctx, group_id: str, member_id: str, topic_id, partition: int, ba
     try:
         sp = manager.get(group_id, topic_id, partition, part)
         sp.acknowledge(member_id, parsed)
+    except NotInitialized:
+        return E.invalid_record_state, MSG_NOT_FOUND
     except AckError as exc:
         return exc.code, exc.message
     except ShareStateError as exc:

@@ -31,13 +31,13 @@ async def handle(ctx, req):
     try:
         check_request(ctx, req)
     except RequestRefused as exc:
-        return _answer(exc.code, exc.message)
+        return _answer(exc.code)
     manager = ctx.broker.share_partitions
     renew = ctx.version >= 2 and bool(getattr(req, "is_renew_ack", False))
     try:
         session, closing = manager.sessions.acknowledge_context(req.group_id, req.member_id, req.share_session_epoch)
     except SessionError as exc:
-        return _answer(exc.code, exc.message)
+        return _answer(exc.code)
     responses = []
     for t in req.topics or ():
         parts = []

@@ -11,8 +11,10 @@ batch boundaries (only batch headers are read), from the first batch holding
 an acquired offset through the last. ``max_records`` bounds the records
 acquired in all, ``max_bytes`` the bytes read. With nothing acquired the
 request waits up to ``max_wait_ms`` for an append or a release on one of its
-partitions. The first answer of a session names every partition; later ones
-only those with records, errors or acknowledgement results.
+partitions. An answer names only the partitions with records, errors or
+acknowledgement results (Kafka 4.4, the first answer of a session included);
+a partition whose share state the group coordinator has not initialized yet
+delivers nothing, without an error.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ import time
 
 from protocol.errors import ErrorCode
 
-from ..share.manager import state_error
-from ..share.sessions import FINAL_EPOCH, INITIAL_EPOCH, SessionError
+from ..share.manager import NotInitialized, state_error
+from ..share.sessions import FINAL_EPOCH, SessionError
 from ..share.state import ShareStateError
 from ._share import RequestRefused, acknowledge, check_request, leader, resolve
 
@@ -58,8 +60,9 @@ def _spans(data) -> list[tuple[int, int, int, int, bool]]:
     return out
 
 
-def _error_response(ctx, code: ErrorCode, message: str | None = None) -> dict:
-    return {"throttle_time": 0, "error_code": code, "error_message": message, "acquisition_lock_timeout": 0, "responses": [],
+def _error_response(ctx, code: ErrorCode) -> dict:
+    """A request-level error: Kafka's ``getErrorResponse`` gives the code without a message."""
+    return {"throttle_time": 0, "error_code": code, "error_message": None, "acquisition_lock_timeout": 0, "responses": [],
             "node_endpoints": []}
 
 
@@ -88,7 +91,7 @@ def _fetch_partition(ctx, req, sp, part, member_id: str, budget: dict) -> tuple[
     return bytes(memoryview(data)[lo:hi]), acquired
 
 
-def _fetch_all(ctx, req, session, member_id: str, acks: dict, include_all: bool) -> tuple[list, int]:
+def _fetch_all(ctx, req, session, member_id: str, acks: dict) -> tuple[list, int]:
     manager = ctx.broker.share_partitions
     budget = {"records": req.max_records if req.max_records > 0 else 2**31 - 1, "bytes": req.max_bytes if req.max_bytes > 0 else 0}
     topics: dict = {}
@@ -101,9 +104,11 @@ def _fetch_all(ctx, req, session, member_id: str, acks: dict, include_all: bool)
             try:
                 sp = manager.get(req.group_id, topic_id, index, part)
                 records, acquired = _fetch_partition(ctx, req, sp, part, member_id, budget)
+            except NotInitialized:
+                pass  # no state yet: nothing to deliver, and no error (Kafka 4.4)
             except ShareStateError as exc:
                 error, message = state_error(exc), exc.message
-        if not (include_all or acquired or error is not None or (topic_id, index) in acks):
+        if not (acquired or error is not None or (topic_id, index) in acks):
             continue
         got += len(acquired)
         topics.setdefault(topic_id, []).append({
@@ -118,10 +123,10 @@ async def handle(ctx, req):
     try:
         check_request(ctx, req)
     except RequestRefused as exc:
-        return _error_response(ctx, exc.code, exc.message)
+        return _error_response(ctx, exc.code)
     renew = ctx.version >= 2 and bool(getattr(req, "is_renew_ack", False))
     if renew and (req.max_bytes or req.min_bytes or req.max_records or _ms(req.max_wait)):
-        return _error_response(ctx, E.invalid_request, "Renew ack request must not fetch records.")
+        return _error_response(ctx, E.invalid_request)
     manager = ctx.broker.share_partitions
     epoch = req.share_session_epoch
     add = [(t.topic_id, p.partition_index) for t in req.topics or () for p in t.partitions or ()]
@@ -130,7 +135,7 @@ async def handle(ctx, req):
     try:
         session, ended = manager.sessions.fetch_context(req.group_id, req.member_id, epoch, add, forget, has_acks, ctx.conn)
     except SessionError as exc:
-        return _error_response(ctx, exc.code, exc.message)
+        return _error_response(ctx, exc.code)
     acks = {}
     for t in req.topics or ():
         for p in t.partitions or ():
@@ -148,10 +153,9 @@ async def handle(ctx, req):
                                                   "records": b"", "acquired_records": []})
         return {"throttle_time": 0, "error_code": E.none, "acquisition_lock_timeout": lock_ms,
                 "responses": [{"topic_id": t, "partitions": ps} for t, ps in responses.items()], "node_endpoints": []}
-    include_all = epoch == INITIAL_EPOCH
     deadline = time.monotonic() + max(_ms(req.max_wait), 0) / 1000
     while True:
-        responses, got = _fetch_all(ctx, req, session, req.member_id, acks, include_all)
+        responses, got = _fetch_all(ctx, req, session, req.member_id, acks)
         remaining = deadline - time.monotonic()
         if got or remaining <= 0 or ctx.conn.draining or session.epoch == FINAL_EPOCH:
             break

@@ -2,10 +2,12 @@
 
 A share partition (broker/share/partition.py) is made the first time a share
 consumer fetches it for its group, from the state the share coordinator holds
-(ReadShareGroupState); a partition with no state yet is initialized there
-first (state epoch 0, start offset -1), and a start offset of -1 is taken
-from the group config ``share.auto.offset.reset``: ``latest`` (the default)
-the log end offset, ``earliest`` the log start offset. Its changes are
+(ReadShareGroupState). The group coordinator initializes that state when it
+first assigns the partition to a member (``ShareStateHook.initialize``, start
+offset -1); until then, as in Kafka 4.4, nothing is delivered from it
+(``NotInitialized``). A start offset of -1 is taken from the group config
+``share.auto.offset.reset``: ``latest`` (the default) the log end offset,
+``earliest`` the log start offset. Its changes are
 written through the share coordinator (WriteShareGroupState) before they
 take effect.
 
@@ -40,6 +42,11 @@ _LOCK_MS, _DELIVERY_LIMIT, _MAX_LOCKS, _RESET = (
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class NotInitialized(Exception):
+    """The group coordinator has not initialized this share partition's state (the group has no member
+    assigned it yet): Kafka 4.4 delivers nothing from it, and refuses acknowledgements."""
 
 
 class SharePartitionManager:
@@ -88,7 +95,7 @@ class SharePartitionManager:
         co = self.coordinator
         co.ensure_started()
         if co.peek(group_id, topic_id, partition) is None:
-            co.initialize(group_id, topic_id, partition, 0, -1)
+            raise NotInitialized(group_id, topic_id, partition)
         state = co.read(group_id, topic_id, partition, 0)
         start = state.start_offset
         if start < 0:

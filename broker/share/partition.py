@@ -16,8 +16,9 @@ acquired (SPEO, ``end``; ``start - 1`` when nothing is in flight):
   ACKNOWLEDGED, REJECT (and a GAP, type 0) ARCHIVED, RELEASE makes them
   AVAILABLE again (ARCHIVED once the delivery count reached
   ``share.delivery.count.limit``), RENEW restarts their lock; anything else is
-  INVALID_RECORD_STATE and the whole acknowledgement of the partition is
-  refused (validated before anything changes);
+  INVALID_RECORD_STATE (offsets past what was acquired: INVALID_REQUEST, as
+  Kafka 4.4) and the whole acknowledgement of the partition is refused
+  (validated before anything changes);
 * an expired lock releases its offsets as RELEASE does;
 * the SPSO moves past ACKNOWLEDGED and ARCHIVED offsets at the front.
 
@@ -46,6 +47,8 @@ _DONE = (ACKNOWLEDGED, ARCHIVED)
 MSG_NOT_ACQUIRED = "The offset cannot be acknowledged. The offset is not acquired."
 MSG_NOT_OWNER = "Member is not the owner of offset"
 MSG_NOT_FOUND = "Batch record not found. The request batch offsets are not found in the cache."
+MSG_FIRST_PAST = "Batch record not found. The first offset in request is past acquired records."
+MSG_LAST_PAST = "Batch record not found. The last offset in request is past acquired records."
 
 
 @dataclass(slots=True)
@@ -187,11 +190,15 @@ class SharePartition:
         Raises AckError (nothing changed) or what ``persist`` raises."""
         changes: list[tuple[int, int]] = []  # (offset, acknowledge type)
         for first, last, types in batches:
+            if first > self.end:
+                raise AckError(ErrorCode.invalid_request, MSG_FIRST_PAST)
+            if last > self.end:
+                raise AckError(ErrorCode.invalid_request, MSG_LAST_PAST)
+            if first < self.start:
+                raise AckError(ErrorCode.invalid_record_state, MSG_NOT_FOUND)
             for o in range(first, last + 1):
                 t = types[0] if len(types) == 1 else types[o - first]
                 entry = self.entries.get(o)
-                if o < self.start or o > self.end:
-                    raise AckError(ErrorCode.invalid_record_state, MSG_NOT_FOUND)
                 if entry is None or entry.state != ACQUIRED:
                     if t == GAP and (entry is None or entry.state in _DONE):
                         continue
@@ -282,10 +289,9 @@ class SharePartition:
                 batches[-1] = StateBatch(prev.first_offset, o, state, count)
             else:
                 batches.append(StateBatch(o, o, state, count))
+        # as Kafka 4.4 writes it: the start offset as it is before this change moves it (the next write
+        # carries the new one), and the offsets at or above it whose delivery is complete after the change
         start = self.start
-        while start <= self.end and (start in final and final[start] in _DONE
-                                     or start not in final and (start not in self.entries or self.entries[start].state in _DONE)):
-            start += 1
         done = sum(1 for o, e in self.entries.items() if o >= start and final.get(o, e.state) in _DONE)
         self.persist(start, batches, done)
 

@@ -69,7 +69,7 @@ class ShareSessionCache:
             return None, session
         if epoch == INITIAL_EPOCH:
             if has_acks:
-                raise SessionError(ErrorCode.invalid_request, "Acknowledge data present in initial fetch request")
+                raise SessionError(ErrorCode.invalid_request)
             if len(self.sessions) - (key in self.sessions) >= self.max_sessions:
                 raise SessionError(ErrorCode.share_session_limit_reached)
             if len(add) > MAX_SESSION_PARTITIONS:

@@ -38,6 +38,7 @@ AREAS = {
     "data": "Produce / Fetch / ListOffsets / versions / unknown topics",
     "sasl": "SaslHandshake / SaslAuthenticate on a PLAINTEXT listener, SCRAM credentials, ACL APIs without an authorizer",
     "configs": "AlterConfigs / IncrementalAlterConfigs / DescribeConfigs (topics, groups) / DeleteRecords / DescribeLogDirs / ElectLeaders",
+    "sharestate": "Share coordinator RPCs (Initialize/Read/Write/Delete/ReadSummary share-group state), FindCoordinator SHARE, share sessions",
 }
 
 
@@ -55,7 +56,7 @@ def scenario(area: str, listener: str | None = None):
 
 
 def load_all() -> dict[str, Scenario]:
-    from .scenarios import admin, classic, commit, configs, data, fetch, kip848, sasl, static, txn  # noqa: F401 - registration
+    from .scenarios import admin, classic, commit, configs, data, fetch, kip848, sasl, sharestate, static, txn  # noqa: F401 - registration
 
     return SCENARIOS
 

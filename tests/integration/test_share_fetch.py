@@ -221,3 +221,30 @@ def test_share_group_offsets_admin(broker):
     d = raw.request(90, 1, {"groups": [{"group_id": "g6", "topics": [{"topic_name": "sf6", "partitions": [0]}]}]})
     assert d.groups[0].topics[0].partitions[0].start_offset == -1
     assert raw.request(92, 0, {"group_id": "nobody", "topics": []}).error_code == ErrorCode.group_id_not_found
+
+
+def test_acknowledged_records_survive_kill_9(tmp_path):
+    """What a ShareAcknowledge answered is in __share_group_state before the answer: after SIGKILL and a
+    restart, acknowledged records are not delivered again, archived ones neither, and the released one and
+    the one still locked at the kill come back, with the delivery count the state last recorded."""
+    b = BrokerProcess(tmp_path, "--set", "group.share.delivery.count.limit=3").start()
+    try:
+        tid = _topic(b, "k9s", 6)
+        _set_reset_earliest(b, "gk", tid)
+        raw = RawClient(b.bootstrap)
+        assert acquired(fetch(raw, "gk", "m", 0, tid)) == [(0, 5, 1)]
+        a = ack(raw, "gk", "m", 1, tid, [(0, 4, [ACCEPT, RELEASE, ACCEPT, REJECT, ACCEPT])])
+        assert a.responses[0].partitions[0].error_code == ErrorCode.none
+        b.kill()
+        b.start()
+        raw = RawClient(b.bootstrap)
+        got = []
+        for epoch in range(20):  # the share coordinator loads in the background after the start
+            got = acquired(fetch(raw, "gk", "m2", 0 if epoch == 0 else epoch, tid, max_wait=500))
+            if got:
+                break
+        # offset 1 was released (delivery count 1 recorded), offset 5 was still acquired at the kill (never
+        # recorded as delivered): both come back; 0, 2, 3 (archived) and 4 do not
+        assert got == [(1, 1, 2), (5, 5, 1)]
+    finally:
+        b.stop()

@@ -429,8 +429,6 @@ class GroupShard:
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
             return validate_consumer_fetch(group, member_id=member_id, epoch=epoch)
-        if isinstance(group, ShareGroup):
-            return ErrorCode.group_id_not_found  # as Kafka: "Group g is not a consumer group."
         return None
 
     def offset_fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None, *, stable: bool) -> list[tuple[str, int, OffsetCommitValue | None]]:

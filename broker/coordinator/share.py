@@ -110,7 +110,7 @@ class ShareGroups:
         if received > member.member_epoch:
             raise CoordinatorError(ErrorCode.fenced_member_epoch, f"The share group member has a greater member epoch ({received}) than the one known by the group coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.")
         if received < member.member_epoch and received != member.previous_member_epoch:
-            raise CoordinatorError(ErrorCode.fenced_member_epoch, f"The share group member has a smaller member epoch ({received}) than the one known by the group coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.")
+            raise CoordinatorError(ErrorCode.fenced_member_epoch, f"The share group member has a smaller member epoch ({received}) than the one known by the group coordinator ({member.member_epoch}), and it does not match the previous member epoch ({member.previous_member_epoch}). The member must abandon all its partitions and rejoin.")
         return member
 
     def _heartbeat(self, p: ShareHeartbeatParams) -> tuple[dict, tuple | None]:
@@ -218,7 +218,7 @@ class ShareGroups:
         group = self.groups.get(p.group_id)
         if not isinstance(group, ShareGroup):
             if group is None:
-                raise CoordinatorError(ErrorCode.group_id_not_found, f"Share group {p.group_id} not found.")
+                raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {p.group_id} not found.")
             raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {p.group_id} is not a share group.")
         member = group.members.get(p.member_id)
         if member is None:

@@ -1,8 +1,9 @@
 """ShareGroupHeartbeat (76), v1: KIP-932 share groups.
 
 Request validation happens here, as in Kafka 4.4's GroupCoordinatorService
-(INVALID_REQUEST with its message: the member id is the client's and never
-empty); the rest is ``broker/coordinator/share.py`` on the group's shard.
+(INVALID_REQUEST with its message; an empty member id, which KafkaApis refuses
+before the coordinator, with none: the member id is the client's, never the
+broker's); the rest is ``broker/coordinator/share.py`` on the group's shard.
 Authorization as Kafka's KafkaApis: READ on the group, then DESCRIBE on each
 subscribed topic (TOPIC_AUTHORIZATION_FAILED naming the topics refused).
 """
@@ -26,6 +27,7 @@ def _error(code: ErrorCode, message: str | None) -> dict:
 
 
 def validate(req) -> str | None:
+    """Why Kafka refuses the request before its coordinator (its message), or None."""
     if not req.member_id:
         return "MemberId can't be empty."
     if not req.group_id:
@@ -49,7 +51,7 @@ async def handle(ctx, req):
             return _error(ErrorCode.topic_authorization_failed, f"The group has subscribed to topics that are not authorized: {', '.join(refused)}")
     problem = validate(req)
     if problem is not None:
-        return _error(ErrorCode.invalid_request, problem)
+        return _error(ErrorCode.invalid_request, None if not req.member_id else problem)
     params = ShareHeartbeatParams(
         group_id=req.group_id,
         member_id=req.member_id,

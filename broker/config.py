@@ -111,6 +111,11 @@ class BrokerConfig:
     group_consumer_pending_heartbeat_interval_ms: int = 100
     group_consumer_max_size: int = 2**31 - 1
     group_consumer_migration_policy: str = "bidirectional"
+    group_share_session_timeout_ms: int = 45_000
+    group_share_heartbeat_interval_ms: int = 5_000
+    group_share_max_size: int = 200
+    group_share_assignment_interval_ms: int = 1_000
+    group_share_initialize_retry_interval_ms: int = 30_000
     transaction_state_log_num_partitions: int = 50
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
@@ -162,6 +167,11 @@ class BrokerConfig:
             group_consumer_pending_heartbeat_interval_ms=self.group_consumer_pending_heartbeat_interval_ms,
             group_consumer_max_size=self.group_consumer_max_size,
             group_consumer_migration_policy=self.group_consumer_migration_policy.lower(),
+            group_share_session_timeout_ms=self.group_share_session_timeout_ms,
+            group_share_heartbeat_interval_ms=self.group_share_heartbeat_interval_ms,
+            group_share_max_size=self.group_share_max_size,
+            group_share_assignment_interval_ms=self.group_share_assignment_interval_ms,
+            group_share_initialize_retry_interval_ms=self.group_share_initialize_retry_interval_ms,
         )
 
     def txn_config(self):
@@ -317,6 +327,11 @@ SETTINGS: tuple[Setting, ...] = (
     _s("group_consumer_heartbeat_interval_ms", "int", "KIP-848 heartbeat interval", "group.consumer.heartbeat.interval.ms", minimum=1, maximum=INT_MAX, flag=True),
     _s("group_consumer_pending_heartbeat_interval_ms", "int", "kafkalite's own: the KIP-848 heartbeat interval handed to a member waiting for partitions or revoking some, so a released partition reaches its new owner sooner; the plain interval (or more) turns it off", minimum=1, maximum=INT_MAX, flag=True),
     _s("group_consumer_max_size", "int", "members of a KIP-848 group", "group.consumer.max.size", minimum=1, maximum=INT_MAX, flag=True),
+    _s("group_share_session_timeout_ms", "int", "KIP-932 share group session timeout", "group.share.session.timeout.ms", minimum=1, maximum=INT_MAX),
+    _s("group_share_heartbeat_interval_ms", "int", "KIP-932 share group heartbeat interval", "group.share.heartbeat.interval.ms", minimum=1, maximum=INT_MAX),
+    _s("group_share_max_size", "int", "members of a KIP-932 share group", "group.share.max.size", minimum=1, maximum=1000),
+    _s("group_share_assignment_interval_ms", "int", "least time between two target assignments of a share group (KIP-1263); 0: at every change", "group.share.assignment.interval.ms", minimum=0, maximum=INT_MAX),
+    _s("group_share_initialize_retry_interval_ms", "int", "how long a share partition's state initialization may be in flight before it is asked for again", "group.share.initialize.retry.interval.ms", minimum=1, maximum=INT_MAX),
     # -- transaction coordinator -------------------------------------------------
     # -- share groups (KIP-932) ---------------------------------------------------
     _s("share_coordinator_state_topic_num_partitions", "int", "partitions of __share_group_state when it is first created", "share.coordinator.state.topic.num.partitions", minimum=1, maximum=INT_MAX),

@@ -149,6 +149,7 @@ class Broker:
                                                       group_overrides=self.cluster.group_configs)
         # the hook the group coordinator calls to initialize and delete share groups' state
         self.share_state_hook = ShareStateHook(self.share_coordinator, on_delete=self.share_partitions.forget)
+        self.coordinator.share_state = self.share_state_hook
         self.supported = supported_versions()
         # TLS contexts and SASL mechanisms per listener (None: every listener is PLAINTEXT)
         self.security = config.security

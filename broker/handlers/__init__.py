@@ -52,6 +52,8 @@ _TABLE = (
     ("delete_groups", 42, "DeleteGroups", (0, 2)),
     ("consumer_group_heartbeat", 68, "ConsumerGroupHeartbeat", (0, 1)),
     ("consumer_group_describe", 69, "ConsumerGroupDescribe", (0, 1)),
+    ("share_group_heartbeat", 76, "ShareGroupHeartbeat", (1, 1)),
+    ("share_group_describe", 77, "ShareGroupDescribe", (1, 1)),
     ("add_partitions_to_txn", 24, "AddPartitionsToTxn", (0, 5)),
     ("add_offsets_to_txn", 25, "AddOffsetsToTxn", (0, 4)),
     ("end_txn", 26, "EndTxn", (0, 5)),

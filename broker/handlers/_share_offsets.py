@@ -2,10 +2,11 @@
 
 Kafka 4.4 answers them from the group coordinator's share group (its members
 and the share partitions it initialized, a ShareGroupStatePartitionMetadata
-record) and the share coordinator's state. This broker's share-group
-membership belongs to the group coordinator (``share_group_members`` on it,
-when it has one); without it, a group's members are the members holding a
-share session here, and its share partitions are those with share state.
+record) and the share coordinator's state. Here the group comes from the
+group coordinator's ``share_group_describe`` (its members: "the group is not
+empty"; another kind of group: GROUP_ID_NOT_FOUND); its share partitions are
+those with share state. Without a group coordinator that knows share groups,
+a group's members are the members holding a share session on this broker.
 
 * Describe (90): each partition's start offset and leader epoch from the
   state summary, -1 when it has none; v1 adds the lag, the log end offset
@@ -24,16 +25,31 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 
 from ..security.authorizer import Operation, ResourceType
+from ..coordinator.common import CoordinatorError
 from ..share.state import ShareStateError
 
 E = ErrorCode
 NO_OFFSETS = "There is no offset information to delete."
 
 
-def group_has_members(ctx, group_id: str) -> bool:
-    members = getattr(ctx.broker.coordinator, "share_group_members", None)
-    if members is not None:
-        return bool(members(group_id))
+async def share_group(ctx, group_id: str):
+    """(the group coordinator's group object or None, error): a ShareGroup, another kind of group, or None."""
+    describe = getattr(ctx.broker.coordinator, "share_group_describe", None)
+    if describe is None:
+        return None, None
+    try:
+        return await describe(group_id), None
+    except CoordinatorError as exc:
+        return None, exc.code
+
+
+def is_share_group(group) -> bool:
+    return group is not None and type(group).__name__ == "ShareGroup"
+
+
+def group_has_members(ctx, group_id: str, group) -> bool:
+    if is_share_group(group):
+        return bool(group.members)
     return any(g == group_id for g, _ in ctx.broker.share_partitions.sessions.sessions)
 
 
@@ -95,14 +111,23 @@ def describe_group(ctx, group, version: int) -> dict:
     return {"group_id": group_id, "topics": topics, "error_code": E.none, "error_message": None}
 
 
-def alter(ctx, req) -> dict:
+def _refused(code: ErrorCode, message: str | None = None) -> dict:
+    return {"throttle_time": 0, "error_code": code, "error_message": message, "responses": []}
+
+
+async def alter(ctx, req) -> dict:
     group_id = req.group_id
     if not group_id:
-        return {"throttle_time": 0, "error_code": E.invalid_group_id, "error_message": None, "responses": []}
+        return _refused(E.invalid_group_id)
     if group_denied(ctx, Operation.READ, group_id):
-        return {"throttle_time": 0, "error_code": E.group_authorization_failed, "error_message": None, "responses": []}
-    if group_has_members(ctx, group_id):
-        return {"throttle_time": 0, "error_code": E.non_empty_group, "error_message": None, "responses": []}
+        return _refused(E.group_authorization_failed)
+    group, error = await share_group(ctx, group_id)
+    if error is not None:
+        return _refused(error)
+    if group is not None and not is_share_group(group):
+        return _refused(E.group_id_not_found, f"Group {group_id} is not a share group.")
+    if group_has_members(ctx, group_id, group):
+        return _refused(E.non_empty_group)
     co, manager = ctx.broker.share_coordinator, ctx.broker.share_partitions
     co.ensure_started()
     responses = []
@@ -128,17 +153,20 @@ def alter(ctx, req) -> dict:
     return {"throttle_time": 0, "error_code": E.none, "error_message": None, "responses": responses}
 
 
-def delete(ctx, req) -> dict:
+async def delete(ctx, req) -> dict:
     group_id = req.group_id
     if not group_id:
-        return {"throttle_time": 0, "error_code": E.invalid_group_id, "error_message": None, "responses": []}
+        return _refused(E.invalid_group_id)
     if group_denied(ctx, Operation.DELETE, group_id):
-        return {"throttle_time": 0, "error_code": E.group_authorization_failed, "error_message": None, "responses": []}
+        return _refused(E.group_authorization_failed)
+    group, error = await share_group(ctx, group_id)
+    if error is not None:
+        return _refused(error)
     keys = group_keys(ctx, group_id) if ctx.broker.share_coordinator.runtimes else {}
-    if not keys and getattr(ctx.broker.coordinator, "share_group_members", None) is None:
-        return {"throttle_time": 0, "error_code": E.group_id_not_found, "error_message": None, "responses": []}
-    if group_has_members(ctx, group_id):
-        return {"throttle_time": 0, "error_code": E.non_empty_group, "error_message": None, "responses": []}
+    if not is_share_group(group) and (group is not None or not keys):
+        return _refused(E.group_id_not_found)
+    if group_has_members(ctx, group_id, group):
+        return _refused(E.non_empty_group)
     co, manager = ctx.broker.share_coordinator, ctx.broker.share_partitions
     responses = []
     for t in req.topics or ():

@@ -8,4 +8,4 @@ VERSIONS = (0, 0)
 
 
 async def handle(ctx, req):
-    return alter(ctx, req)
+    return await alter(ctx, req)

@@ -8,4 +8,4 @@ VERSIONS = (0, 0)
 
 
 async def handle(ctx, req):
-    return delete(ctx, req)
+    return await delete(ctx, req)

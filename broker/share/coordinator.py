@@ -239,33 +239,40 @@ class ShareCoordinator:
 
 
 class ShareStateHook:
-    """What the group coordinator calls to initialize and delete a share group's state.
+    """What the group coordinator calls to initialize and delete a share group's state
+    (``broker.share_state_hook``, installed as the group coordinator's ``share_state``).
 
-    ``initialize(group_id, {topic_id: [partitions]})`` writes a fresh state
-    (state epoch 0, start offset -1: the share partition picks its start from
-    ``share.auto.offset.reset`` at first use) for each partition that has
-    none; ``delete(group_id, {topic_id: [partitions]} | None)`` deletes the
-    given partitions' states, or every state of the group with None. Both
-    return ``{(topic_id, partition): ErrorCode}`` for the partitions that
-    failed (empty when all went well).
+    ``initialize(group_id, [group_epoch,] {topic_id: [partitions]})`` writes a fresh
+    state for each partition, as Kafka's InitializeShareGroupState: start offset -1
+    (the share partition takes its start from ``share.auto.offset.reset`` at first
+    use) and the group epoch as state epoch (0 without one), which fences the
+    writes of a share partition still holding the previous state.
+    ``delete(group_id, {topic_id: [partitions]} | None)`` deletes the given
+    partitions' states (every state of the group with None) and drops the share
+    partitions kept in memory. Both return ``{}``, or raise ``ShareStateError``
+    (the first failure's code) once they have tried every partition.
     """
 
     def __init__(self, coordinator: ShareCoordinator, on_delete: Callable[[str, uuid.UUID, int], None] | None = None) -> None:
         self.coordinator = coordinator
-        self.on_delete = on_delete  # the share partitions' in-memory state is dropped with it
+        self.on_delete = on_delete  # drops the share partition kept in memory (SharePartitionManager.forget)
 
-    async def initialize(self, group_id: str, partitions: dict) -> dict:
+    async def initialize(self, group_id: str, *args) -> dict:
+        state_epoch, partitions = (0, args[0]) if len(args) == 1 else (int(args[0]), args[1])
         await self.coordinator.loaded()
         failed = {}
         for topic_id, parts in partitions.items():
             for p in parts:
-                if self.coordinator.peek(group_id, topic_id, p) is not None:
-                    continue
                 try:
-                    self.coordinator.initialize(group_id, topic_id, p, 0, -1)
+                    current = self.coordinator.peek(group_id, topic_id, p)
+                    epoch = max(state_epoch, current.state_epoch + 1 if current is not None else 0)
+                    self.coordinator.initialize(group_id, topic_id, p, epoch, -1)
                 except ShareStateError as exc:
                     failed[(topic_id, p)] = exc.code
-        return failed
+                    continue
+                if self.on_delete is not None:
+                    self.on_delete(group_id, topic_id, p)  # a share partition of the old state is dropped
+        return _raise_first(failed)
 
     async def delete(self, group_id: str, partitions: dict | None = None) -> dict:
         await self.coordinator.loaded()
@@ -282,4 +289,11 @@ class ShareStateHook:
                 continue
             if self.on_delete is not None:
                 self.on_delete(group_id, topic_id, p)
-        return failed
+        return _raise_first(failed)
+
+
+def _raise_first(failed: dict) -> dict:
+    if failed:
+        (topic_id, partition), code = next(iter(failed.items()))
+        raise ShareStateError(code, f"share state of {java_uuid(topic_id)}-{partition} and {len(failed) - 1} more: {code.name}")
+    return {}

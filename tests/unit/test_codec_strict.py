@@ -188,6 +188,8 @@ def _requests(topic: str, topic_id: uuid.UUID, group: str, version: int, batch: 
         60: {"include_cluster_authorized_operations": True, "endpoint_type": 1},
         68: {"group_id": f"consumer-{version}", "member_id": uuid.uuid4().hex if version >= 1 else "", "member_epoch": 0, "rebalance_timeout": 30_000, "subscribed_topic_names": [topic], "topic_partitions": []},
         69: {"group_ids": [f"consumer-{version}"], "include_authorized_operations": True},
+        76: {"group_id": f"share-{version}", "member_id": uuid.uuid4().hex[:22], "member_epoch": 0, "rack_id": None, "subscribed_topic_names": [topic]},
+        77: {"group_ids": [f"share-{version}", "nope"], "include_authorized_operations": True},
         78: {"group_id": "share", "member_id": f"m-{version}", "share_session_epoch": 0, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
              "max_records": 10, "batch_size": 10, "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}],
              "forgotten_topics_data": []},

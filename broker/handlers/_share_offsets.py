@@ -115,15 +115,21 @@ def _refused(code: ErrorCode, message: str | None = None) -> dict:
     return {"throttle_time": 0, "error_code": code, "error_message": message, "responses": []}
 
 
+async def _precheck(ctx, group_id: str, op):
+    """(group, None) or (None, refusal): the group id, the ACL, the group coordinator's answer."""
+    if not group_id:
+        return None, _refused(E.invalid_group_id)
+    if group_denied(ctx, op, group_id):
+        return None, _refused(E.group_authorization_failed)
+    group, error = await share_group(ctx, group_id)
+    return group, (_refused(error) if error is not None else None)
+
+
 async def alter(ctx, req) -> dict:
     group_id = req.group_id
-    if not group_id:
-        return _refused(E.invalid_group_id)
-    if group_denied(ctx, Operation.READ, group_id):
-        return _refused(E.group_authorization_failed)
-    group, error = await share_group(ctx, group_id)
-    if error is not None:
-        return _refused(error)
+    group, refused = await _precheck(ctx, group_id, Operation.READ)
+    if refused is not None:
+        return refused
     if group is not None and not is_share_group(group):
         return _refused(E.group_id_not_found, f"Group {group_id} is not a share group.")
     if group_has_members(ctx, group_id, group):
@@ -155,13 +161,9 @@ async def alter(ctx, req) -> dict:
 
 async def delete(ctx, req) -> dict:
     group_id = req.group_id
-    if not group_id:
-        return _refused(E.invalid_group_id)
-    if group_denied(ctx, Operation.DELETE, group_id):
-        return _refused(E.group_authorization_failed)
-    group, error = await share_group(ctx, group_id)
-    if error is not None:
-        return _refused(error)
+    group, refused = await _precheck(ctx, group_id, Operation.DELETE)
+    if refused is not None:
+        return refused
     keys = group_keys(ctx, group_id) if ctx.broker.share_coordinator.runtimes else {}
     if not is_share_group(group) and (group is not None or not keys):
         return _refused(E.group_id_not_found)

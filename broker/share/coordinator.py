@@ -28,18 +28,18 @@ import uuid
 from collections.abc import Callable
 
 from protocol.errors import ErrorCode
-from protocol.records import Record, build_batch, iter_key_values, split_batches
+from protocol.records import Record, build_batch, split_batches
 from protocol.share_records import encode_key, encode_value
 
 from ..cluster import AppendOrigin
 from ..coordinator.placement import partition_for
 from ..logs import get_logger
+from ..txn.service import ACTIVE, FAILED, LOADING, check_active, replay_log
 from .state import ShareConfig, ShareGroupOffset, ShareStateError, ShareStateShard, WriteData
 
 log = get_logger("share-coordinator")
 
 SHARE_STATE_TOPIC = "__share_group_state"
-LOADING, ACTIVE, FAILED = "loading", "active", "failed"
 _LOAD_CHUNK = 5 * 1024 * 1024  # share.coordinator.load.buffer.size
 
 
@@ -87,33 +87,13 @@ class ShareRuntime:
 
     async def load(self) -> None:
         self.state = LOADING
-        plog = self.partition.log
-        offset = plog.log_start_offset
-        records = 0
-        while offset < plog.log_end_offset:
-            data = plog.read(offset, _LOAD_CHUNK)
-            if not data:
-                break
-            for header, batch in split_batches(data, verify_crc=False):
-                if header.last_offset < offset:
-                    continue
-                offset = header.last_offset + 1
-                if header.is_control:
-                    continue
-                for key, value in iter_key_values(batch):
-                    if key is not None:
-                        self.shard.replay_bytes(key, value)
-                        records += 1
-            await asyncio.sleep(0)
+        records = await replay_log(self.partition.log, self.shard.replay_bytes, _LOAD_CHUNK)
         self.state = ACTIVE
         if records:
             log.info("share state loaded", partition=self.partition.index, records=records, share_partitions=len(self.shard.states))
 
     def check(self) -> None:
-        if self.state == LOADING:
-            raise ShareStateError(ErrorCode.coordinator_load_in_progress)
-        if self.state != ACTIVE:
-            raise ShareStateError(ErrorCode.not_coordinator)
+        check_active(self.state, ShareStateError)
 
     def commit(self, records: list) -> None:
         """Append the records (durable under the fsync policy), then apply them to the shard."""

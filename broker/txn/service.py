@@ -52,6 +52,37 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+async def replay_log(plog, replay, chunk: int = _LOAD_CHUNK) -> int:
+    """Hand every keyed record of a coordinator partition's log to ``replay(key, value)``, in order,
+    yielding to the loop between chunks (control batches carry none); returns how many."""
+    offset = plog.log_start_offset
+    records = 0
+    while offset < plog.log_end_offset:
+        data = plog.read(offset, chunk)
+        if not data:
+            break
+        for header, batch in split_batches(data, verify_crc=False):
+            if header.last_offset < offset:
+                continue
+            offset = header.last_offset + 1
+            if header.is_control:
+                continue
+            for key, value in iter_key_values(batch):
+                if key is not None:
+                    replay(key, value)
+                    records += 1
+        await asyncio.sleep(0)
+    return records
+
+
+def check_active(state: str, error: type[Exception] = CoordinatorError) -> None:
+    """A coordinator partition takes requests once loaded: COORDINATOR_LOAD_IN_PROGRESS before, NOT_COORDINATOR when it failed."""
+    if state == LOADING:
+        raise error(ErrorCode.coordinator_load_in_progress)
+    if state != ACTIVE:
+        raise error(ErrorCode.not_coordinator)
+
+
 class TxnRuntime:
     """One ``__transaction_state`` partition: its shard, its appends and its completions."""
 
@@ -64,24 +95,7 @@ class TxnRuntime:
 
     async def load(self) -> None:
         self.state = LOADING
-        plog = self.partition.log
-        offset = plog.log_start_offset
-        records = 0
-        while offset < plog.log_end_offset:
-            data = plog.read(offset, _LOAD_CHUNK)
-            if not data:
-                break
-            for header, batch in split_batches(data, verify_crc=False):
-                if header.last_offset < offset:
-                    continue
-                offset = header.last_offset + 1
-                if header.is_control:
-                    continue
-                for key, value in iter_key_values(batch):
-                    if key is not None:
-                        self.shard.replay_bytes(key, value)
-                        records += 1
-            await asyncio.sleep(0)
+        records = await replay_log(self.partition.log, self.shard.replay_bytes)
         self.state = ACTIVE
         for completion in self.shard.on_loaded(_now_ms()):
             self._complete_later(completion)
@@ -89,10 +103,7 @@ class TxnRuntime:
             log.info("transaction state loaded", partition=self.partition.index, records=records, transactional_ids=len(self.shard.txns))
 
     def check(self) -> None:
-        if self.state == LOADING:
-            raise CoordinatorError(ErrorCode.coordinator_load_in_progress)
-        if self.state != ACTIVE:
-            raise CoordinatorError(ErrorCode.not_coordinator)
+        check_active(self.state)
 
     def write(self, op: Callable[[TxnShard], TxnResult]):
         """Run ``op``, append its records (durable under the broker's fsync policy), start its

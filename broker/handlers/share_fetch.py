@@ -9,7 +9,8 @@ and the records read are acquired (``acquired_records``: ranges with their
 delivery counts). Record batches stay opaque: the log's bytes are sliced at
 batch boundaries (only batch headers are read), from the first batch holding
 an acquired offset through the last. ``max_records`` bounds the records
-acquired in all, ``max_bytes`` the bytes read. With nothing acquired the
+acquired in all, ``max_bytes`` the bytes read (at most ``PARTITION_READ_MAX``
+per partition and fetch). With nothing acquired the
 request waits up to ``max_wait_ms`` for an append or a release on one of its
 partitions. An answer names only the partitions with records, errors or
 acknowledgement results (Kafka 4.4, the first answer of a session included);
@@ -38,6 +39,9 @@ _LAST_DELTA = struct.Struct(">i")  # at byte 23
 _ATTRIBUTES = struct.Struct(">h")  # at byte 21
 _CONTROL = 0x20
 _HEAD_BYTES = 61
+# one partition's read per fetch, at most (the request's max_bytes may say 2 GiB): what is read beyond the
+# records acquired is dropped, so a read is kept to what a fetch of records can use
+PARTITION_READ_MAX = 8 * 1024 * 1024
 
 
 def _ms(value) -> int:
@@ -75,7 +79,7 @@ def _fetch_partition(ctx, req, sp, part, member_id: str, budget: dict) -> tuple[
     offset = sp.next_fetch_offset()
     if offset >= plog.log_end_offset:
         return None, []
-    data = plog.read(offset, budget["bytes"], min_one=True)
+    data = plog.read(offset, min(budget["bytes"], PARTITION_READ_MAX), min_one=True)
     spans = _spans(data) if data else []
     if not spans:
         return None, []
@@ -88,7 +92,7 @@ def _fetch_partition(ctx, req, sp, part, member_id: str, budget: dict) -> tuple[
     hi = next(e for b, la, _, e, _ in reversed(spans) if b <= last)
     budget["records"] -= sum(la - f + 1 for f, la, _ in acquired)
     budget["bytes"] -= hi - lo
-    return bytes(memoryview(data)[lo:hi]), acquired
+    return memoryview(data)[lo:hi], acquired  # a view of the read: the encoder copies it once, into the frame
 
 
 def _fetch_all(ctx, req, session, member_id: str, acks: dict) -> tuple[list, int]:

@@ -8,7 +8,10 @@ partition of the session is read from its share partition's next fetch offset
 and the records read are acquired (``acquired_records``: ranges with their
 delivery counts). Record batches stay opaque: the log's bytes are sliced at
 batch boundaries (only batch headers are read), from the first batch holding
-an acquired offset through the last. ``max_records`` bounds the records
+an acquired offset through the last; transaction markers are never acquired,
+and with the group config ``share.isolation.level=read_committed`` the read
+stops at the last stable offset and the batches of aborted transactions are
+not acquired either (the window moves past them). ``max_records`` bounds the records
 acquired in all, ``max_bytes`` the bytes read (at most ``PARTITION_READ_MAX``
 per partition and fetch). With nothing acquired the
 request waits up to ``max_wait_ms`` for an append or a release on one of its
@@ -37,7 +40,8 @@ E = ErrorCode
 _BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length
 _LAST_DELTA = struct.Struct(">i")  # at byte 23
 _ATTRIBUTES = struct.Struct(">h")  # at byte 21
-_CONTROL = 0x20
+_PRODUCER = struct.Struct(">q")  # at byte 43
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20
 _HEAD_BYTES = 61
 # one partition's read per fetch, at most (the request's max_bytes may say 2 GiB): what is read beyond the
 # records acquired is dropped, so a read is kept to what a fetch of records can use
@@ -48,8 +52,8 @@ def _ms(value) -> int:
     return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value or 0)
 
 
-def _spans(data) -> list[tuple[int, int, int, int, bool]]:
-    """``(base, last, start, end, control)`` of each whole batch in ``data`` (headers only)."""
+def _spans(data) -> list[tuple[int, int, int, int, int, int]]:
+    """``(base, last, start, end, attributes, producer id)`` of each whole batch in ``data`` (headers only)."""
     out = []
     pos, n = 0, len(data)
     while n - pos >= _HEAD_BYTES:
@@ -58,10 +62,33 @@ def _spans(data) -> list[tuple[int, int, int, int, bool]]:
         if length < 49 or end > n:
             break
         last = base + _LAST_DELTA.unpack_from(data, pos + 23)[0]
-        control = bool(_ATTRIBUTES.unpack_from(data, pos + 21)[0] & _CONTROL)
-        out.append((base, last, pos, end, control))
+        out.append((base, last, pos, end, _ATTRIBUTES.unpack_from(data, pos + 21)[0], _PRODUCER.unpack_from(data, pos + 43)[0]))
         pos = end
     return out
+
+
+def _not_handed_out(plog, offset: int, spans, committed: bool) -> frozenset:
+    """Base offsets of the batches no consumer gets: control batches (transaction markers) and, read
+    committed, the batches of aborted transactions (found as a read-committed consumer finds them)."""
+    skip = {base for base, _, _, _, attrs, _ in spans if attrs & _CONTROL}
+    if committed and plog.has_aborted_after(offset):
+        pending = sorted(plog.aborted_transactions(offset, spans[-1][1] + 1), key=lambda a: a[1])
+        aborting: set[int] = set()
+        i = 0
+        for base, _, _, _, attrs, pid in spans:
+            while i < len(pending) and pending[i][1] <= base:
+                aborting.add(pending[i][0])
+                i += 1
+            if attrs & _CONTROL:
+                aborting.discard(pid)
+            elif attrs & _TRANSACTIONAL and pid in aborting:
+                skip.add(base)
+    return frozenset(skip)
+
+
+def manager_isolation(ctx, group_id: str) -> str:
+    """The group config ``share.isolation.level`` (read_uncommitted by default, as in Kafka)."""
+    return str(ctx.broker.share_partitions._group_value(group_id, "share.isolation.level", "read_uncommitted")).lower()
 
 
 def _error_response(ctx, code: ErrorCode) -> dict:
@@ -79,17 +106,21 @@ def _fetch_partition(ctx, req, sp, part, member_id: str, budget: dict) -> tuple[
     offset = sp.next_fetch_offset()
     if offset >= plog.log_end_offset:
         return None, []
-    data = plog.read(offset, min(budget["bytes"], PARTITION_READ_MAX), min_one=True)
+    committed = manager_isolation(ctx, req.group_id) == "read_committed"
+    upto = plog.last_stable_offset if committed else None
+    if upto is not None and offset >= upto:
+        return None, []
+    data = plog.read(offset, min(budget["bytes"], PARTITION_READ_MAX), min_one=True, upto=upto)
     spans = _spans(data) if data else []
     if not spans:
         return None, []
-    control = frozenset(base for base, _, _, _, c in spans if c)
-    acquired = sp.acquire(member_id, [(base, last) for base, last, _, _, _ in spans], budget["records"], control)
+    skip = _not_handed_out(plog, offset, spans, committed)
+    acquired = sp.acquire(member_id, [(base, last) for base, last, _, _, _, _ in spans], budget["records"], skip)
     if not acquired:
         return None, []
     first, last = acquired[0][0], acquired[-1][1]
-    lo = next(s for b, la, s, _, _ in spans if la >= first)
-    hi = next(e for b, la, _, e, _ in reversed(spans) if b <= last)
+    lo = next(s for b, la, s, _, _, _ in spans if la >= first)
+    hi = next(e for b, la, _, e, _, _ in reversed(spans) if b <= last)
     budget["records"] -= sum(la - f + 1 for f, la, _ in acquired)
     budget["bytes"] -= hi - lo
     return memoryview(data)[lo:hi], acquired  # a view of the read: the encoder copies it once, into the frame

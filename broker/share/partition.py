@@ -136,7 +136,8 @@ class SharePartition:
     def acquire(self, member: str, batches: list[tuple[int, int]], max_records: int, control: frozenset = frozenset()) -> list[tuple[int, int, int]]:
         """Acquire offsets of the batches read (``(base, last)`` in log order) for ``member``;
         returns the acquired ranges ``(first, last, delivery count)``. Batches whose base offset
-        is in ``control`` (transaction markers) are never handed out: the window moves past them."""
+        is in ``control`` (transaction markers, aborted batches under read_committed) are never
+        handed out: the window moves past them."""
         limits = self.limits()
         lock = self._next_lock
         acquired: list[int] = []
@@ -145,6 +146,10 @@ class SharePartition:
             if full:
                 break
             if base in control:
+                for o in range(max(base, self.start), min(last, self.end) + 1):
+                    entry = self.entries.get(o)
+                    if entry is not None and entry.state == AVAILABLE:
+                        del self.entries[o]  # a record no one gets counts as done
                 if last > self.end and (not acquired or acquired[-1] < base):
                     self.end = last
                 continue

@@ -248,3 +248,33 @@ def test_acknowledged_records_survive_kill_9(tmp_path):
         assert got == [(1, 1, 2), (5, 5, 1)]
     finally:
         b.stop()
+
+
+def test_read_committed_skips_aborted_and_open_transactions(broker):
+    """share.isolation.level=read_committed: aborted records are never acquired, and nothing past the
+    last stable offset (an open transaction) is; read_uncommitted gets them all."""
+    from confluent_kafka import Producer as TxnProducer
+
+    tid = _topic(broker, "sf7", 0)
+    for group, level in (("g7c", "read_committed"), ("g7u", "read_uncommitted")):
+        _set_reset_earliest(broker, group, tid)
+        raw = RawClient(broker.bootstrap)
+        r = raw.request(44, 1, {"resources": [{"resource_type": 32, "resource_name": group, "configs": [
+            {"name": "share.isolation.level", "config_operation": 0, "value": level}]}], "validate_only": False})
+        assert r.responses[0].error_code == ErrorCode.none
+    p = TxnProducer({"bootstrap.servers": broker.bootstrap, "transactional.id": "sf7-txn"})
+    p.init_transactions(30)
+    for value, commit in ((b"c1", True), (b"a1", False), (b"c2", True)):
+        p.begin_transaction()
+        p.produce("sf7", value)
+        p.flush(10)
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+    p.begin_transaction()
+    p.produce("sf7", b"open")
+    p.flush(10)
+    # offsets: c1 0, marker 1, a1 2, marker 3, c2 4, marker 5, open 6
+    raw = RawClient(broker.bootstrap)
+    assert acquired(fetch(raw, "g7c", "m", 0, tid, max_wait=2000)) == [(0, 0, 1), (4, 4, 1)]
+    assert acquired(fetch(raw, "g7u", "m", 0, tid, max_wait=2000)) == [(0, 0, 1), (2, 2, 1), (4, 4, 1), (6, 6, 1)]
+    p.commit_transaction(30)
+    assert acquired(fetch(raw, "g7c", "m", 1, tid, max_wait=5000)) == [(6, 6, 1)]

@@ -87,7 +87,7 @@ class ShareRuntime:
 
     async def load(self) -> None:
         self.state = LOADING
-        records = await replay_log(self.partition.log, self.shard.replay_bytes, _LOAD_CHUNK)
+        records = await replay_log(self.partition.log, self.shard.replay_bytes, _LOAD_CHUNK, with_offset=True)
         self.state = ACTIVE
         if records:
             log.info("share state loaded", partition=self.partition.index, records=records, share_partitions=len(self.shard.states))
@@ -103,7 +103,7 @@ class ShareRuntime:
         encoded = [(encode_key(k), encode_value(v)) for k, v in records]
         batch = build_batch([Record(offset=i, timestamp=now, key=k, value=v) for i, (k, v) in enumerate(encoded)])
         try:
-            self.partition.append(split_batches(batch, verify_crc=False), AppendOrigin.COORDINATOR)
+            appended = self.partition.append(split_batches(batch, verify_crc=False), AppendOrigin.COORDINATOR)
             if self.owner.fsync_always:
                 self.partition.log.flush()
         except Exception as exc:  # noqa: BLE001 - any storage failure: the log is the truth
@@ -113,7 +113,17 @@ class ShareRuntime:
             self.state = LOADING
             raise ShareStateError(ErrorCode.not_coordinator, str(exc)) from None
         for key, value in records:
-            self.shard.replay(key, value)
+            self.shard.replay(key, value, appended.base_offset)
+
+    def prune(self) -> int:
+        """Delete the records no longer needed (below every key's latest snapshot); returns the new log start."""
+        plog = self.partition.log
+        if self.state != ACTIVE:
+            return plog.log_start_offset
+        upto = min(self.shard.redundant_offset(plog.log_end_offset), plog.log_end_offset)
+        if upto > plog.log_start_offset:
+            plog.delete_records_before(upto)
+        return plog.log_start_offset
 
 
 class ShareCoordinator:
@@ -127,6 +137,7 @@ class ShareCoordinator:
         self.clock_ms = clock_ms
         self.runtimes: list[ShareRuntime] = []
         self._load_task: asyncio.Task | None = None
+        self._prune_handle: asyncio.TimerHandle | None = None
 
     def new_shard(self) -> ShareStateShard:
         return ShareStateShard(self.config, self.clock_ms, self._partition_count)
@@ -151,9 +162,11 @@ class ShareCoordinator:
             self.runtimes = [ShareRuntime(self, p) for p in topic.partitions]
             for rt in self.runtimes:
                 rt.state = ACTIVE  # a new topic: nothing to load
+            self._arm_prune()
             return
         self.runtimes = [ShareRuntime(self, p) for p in topic.partitions]
         self._load_task = asyncio.get_running_loop().create_task(self._load_all())
+        self._arm_prune()
 
     async def _load_all(self) -> None:
         for rt in self.runtimes:
@@ -169,7 +182,25 @@ class ShareCoordinator:
         if self._load_task is not None:
             await asyncio.shield(self._load_task)
 
+    def _arm_prune(self) -> None:
+        self._prune_handle = asyncio.get_running_loop().call_later(self.config.prune_interval_ms / 1000, self._prune_tick)
+
+    def _prune_tick(self) -> None:
+        self.prune()
+        self._arm_prune()
+
+    def prune(self) -> None:
+        """Kafka's periodic pruning of ``__share_group_state`` (every share.coordinator.state.topic.prune.interval.ms)."""
+        for rt in self.runtimes:
+            try:
+                rt.prune()
+            except Exception:  # noqa: BLE001 - storage trouble: the next round tries again
+                log.exception("share state pruning failed", partition=rt.partition.index)
+
     def stop(self) -> None:
+        if self._prune_handle is not None:
+            self._prune_handle.cancel()
+            self._prune_handle = None
         if self._load_task is not None:
             self._load_task.cancel()
         for rt in self.runtimes:

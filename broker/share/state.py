@@ -100,6 +100,7 @@ class ShareConfig:
     num_partitions: int = 50  # share.coordinator.state.topic.num.partitions
     segment_bytes: int = 104857600  # share.coordinator.state.topic.segment.bytes
     snapshot_update_records_per_snapshot: int = 500  # share.coordinator.snapshot.update.records.per.snapshot
+    prune_interval_ms: int = 300_000  # share.coordinator.state.topic.prune.interval.ms
     record_lock_duration_ms: int = 30_000  # group.share.record.lock.duration.ms
     delivery_count_limit: int = 5  # group.share.delivery.count.limit
     partition_max_record_locks: int = 2000  # group.share.partition.max.record.locks
@@ -117,20 +118,25 @@ class ShareStateShard:
         self.leader_epochs: dict[SharePartitionKey, int] = {}
         self.state_epochs: dict[SharePartitionKey, int] = {}
         self.update_counts: dict[SharePartitionKey, int] = {}
+        # the offset (of its batch) of each key's latest ShareSnapshot: nothing below the smallest
+        # is needed to rebuild the state (Kafka's ShareCoordinatorOffsetsManager)
+        self.snapshot_offsets: dict[SharePartitionKey, int] = {}
 
     # ================================================================ replay
-    def replay_bytes(self, key: bytes, value: bytes | None) -> None:
+    def replay_bytes(self, key: bytes, value: bytes | None, offset: int | None = None) -> None:
         k = decode_key(key)
         if k is not None:
-            self.replay(k, decode_value(k.record_type, value))
+            self.replay(k, decode_value(k.record_type, value), offset)
 
-    def replay(self, key: ShareKey, value) -> None:
+    def replay(self, key: ShareKey, value, offset: int | None = None) -> None:
         sk = (key.group_id, key.topic_id, key.partition)
         if key.record_type == SNAPSHOT:
             if value is None:  # the tombstone of DeleteShareGroupState
-                for table in (self.states, self.leader_epochs, self.state_epochs, self.update_counts):
+                for table in (self.states, self.leader_epochs, self.state_epochs, self.update_counts, self.snapshot_offsets):
                     table.pop(sk, None)
                 return
+            if offset is not None:
+                self.snapshot_offsets[sk] = offset
             self._raise_epoch(self.leader_epochs, sk, value.leader_epoch)
             self._raise_epoch(self.state_epochs, sk, value.state_epoch)
             self.states[sk] = ShareGroupOffset(value.snapshot_epoch, value.state_epoch, value.leader_epoch, value.start_offset,
@@ -251,6 +257,15 @@ class ShareStateShard:
             return []
         self._check_partition(topic_id, partition)
         return [(ShareKey(SNAPSHOT, group_id, topic_id, partition), None)]
+
+    def redundant_offset(self, log_end: int) -> int:
+        """Below this offset no record is needed to rebuild the state: the smallest offset of a key's
+        latest snapshot, or the log end when no key has a state (every record is then spent)."""
+        if not self.states:
+            return log_end
+        if len(self.snapshot_offsets) < len(self.states):  # a state of unknown origin: keep everything
+            return 0
+        return min(self.snapshot_offsets.values())
 
     def keys_of_group(self, group_id: str) -> list[SharePartitionKey]:
         return [sk for sk in self.states if sk[0] == group_id]

@@ -52,9 +52,10 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def replay_log(plog, replay, chunk: int = _LOAD_CHUNK) -> int:
-    """Hand every keyed record of a coordinator partition's log to ``replay(key, value)``, in order,
-    yielding to the loop between chunks (control batches carry none); returns how many."""
+async def replay_log(plog, replay, chunk: int = _LOAD_CHUNK, *, with_offset: bool = False) -> int:
+    """Hand every keyed record of a coordinator partition's log to ``replay(key, value)`` (with
+    ``with_offset``, ``replay(key, value, base offset of its batch)``), in order, yielding to the
+    loop between chunks (control batches carry none); returns how many."""
     offset = plog.log_start_offset
     records = 0
     while offset < plog.log_end_offset:
@@ -69,7 +70,10 @@ async def replay_log(plog, replay, chunk: int = _LOAD_CHUNK) -> int:
                 continue
             for key, value in iter_key_values(batch):
                 if key is not None:
-                    replay(key, value)
+                    if with_offset:
+                        replay(key, value, header.base_offset)
+                    else:
+                        replay(key, value)
                     records += 1
         await asyncio.sleep(0)
     return records

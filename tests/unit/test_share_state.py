@@ -110,3 +110,37 @@ def test_coordinator_keys():
     for bad in ("grp", "grp:x:1", f"grp:{java_uuid(TID)}:z", f":{java_uuid(TID)}:1", "a:b:c:d"):
         with pytest.raises(ValueError):
             parse_coordinator_key(bad)
+
+
+async def test_pruning_keeps_what_rebuilds_the_state(tmp_path):
+    """Records below every key's latest snapshot are deleted, and a restart still rebuilds the same state."""
+    from broker.testing import Broker
+
+    async with Broker(tmp_path, settings={"share.coordinator.state.topic.num.partitions": 1,
+                                          "share.coordinator.snapshot.update.records.per.snapshot": 3}) as b:
+        await b.create_topic("pr", 2)
+        tid = b.cluster.topics["pr"].topic_id
+        co = b.server.share_coordinator
+        co.ensure_started()
+        for p in (0, 1):
+            co.initialize("g", tid, p, 0, 0)
+        for i in range(9):
+            co.write("g", tid, WriteData(0, 0, 0, -1, [StateBatch(i, i, 2, 1)]))
+        co.write("g", tid, WriteData(1, 0, 0, -1, [StateBatch(0, 0, 4, 2)]))
+        [rt] = co.runtimes
+        # partition 1's only snapshot is its initialization (offset 1): only partition 0's first snapshot goes
+        assert rt.shard.snapshot_offsets[("g", tid, 1)] == 1 and rt.prune() == 1
+        co.initialize("g", tid, 1, 1, 5)  # a new snapshot for partition 1
+        start = rt.prune()
+        assert start > 0 and start == rt.shard.snapshot_offsets[("g", tid, 0)]
+        before = {k: v for k, v in rt.shard.states.items()}
+        await b.restart()
+        co = b.server.share_coordinator
+        await co.loaded()
+        assert co.runtimes[0].partition.log.log_start_offset == start
+        assert co.runtimes[0].shard.states == before
+        # every state deleted: nothing is needed any more
+        co.delete("g", tid, 0)
+        co.delete("g", tid, 1)
+        plog = co.runtimes[0].partition.log
+        assert co.runtimes[0].prune() == plog.log_end_offset

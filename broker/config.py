@@ -125,6 +125,7 @@ class BrokerConfig:
     share_coordinator_state_topic_num_partitions: int = 50
     share_coordinator_snapshot_update_records_per_snapshot: int = 500
     share_coordinator_state_topic_prune_interval_ms: int = 300_000
+    share_coordinator_cold_partition_snapshot_interval_ms: int = 300_000
     group_share_record_lock_duration_ms: int = 30_000
     group_share_delivery_count_limit: int = 5
     group_share_partition_max_record_locks: int = 2000
@@ -193,6 +194,7 @@ class BrokerConfig:
             num_partitions=self.share_coordinator_state_topic_num_partitions,
             snapshot_update_records_per_snapshot=self.share_coordinator_snapshot_update_records_per_snapshot,
             prune_interval_ms=self.share_coordinator_state_topic_prune_interval_ms,
+            cold_snapshot_interval_ms=self.share_coordinator_cold_partition_snapshot_interval_ms,
             record_lock_duration_ms=self.group_share_record_lock_duration_ms,
             delivery_count_limit=self.group_share_delivery_count_limit,
             partition_max_record_locks=self.group_share_partition_max_record_locks,
@@ -339,6 +341,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("share_coordinator_state_topic_num_partitions", "int", "partitions of __share_group_state when it is first created", "share.coordinator.state.topic.num.partitions", minimum=1, maximum=INT_MAX),
     _s("share_coordinator_snapshot_update_records_per_snapshot", "int", "ShareUpdate records written between two ShareSnapshot records of a share partition", "share.coordinator.snapshot.update.records.per.snapshot", minimum=0, maximum=500),
     _s("share_coordinator_state_topic_prune_interval_ms", "int", "how often records of __share_group_state that no state needs any more are deleted", "share.coordinator.state.topic.prune.interval.ms", minimum=1, maximum=INT_MAX),
+    _s("share_coordinator_cold_partition_snapshot_interval_ms", "int", "age of a share partition's last snapshot at which pruning writes a new one", "share.coordinator.cold.partition.snapshot.interval.ms", minimum=1, maximum=INT_MAX),
     _s("group_share_record_lock_duration_ms", "int", "how long a share consumer holds an acquired record before it is delivered again", "group.share.record.lock.duration.ms", minimum=1000, maximum=3_600_000),
     _s("group_share_delivery_count_limit", "int", "deliveries of a record before it is archived", "group.share.delivery.count.limit", minimum=2, maximum=10),
     _s("group_share_partition_max_record_locks", "int", "records of a share partition acquired at once", "group.share.partition.max.record.locks", minimum=100, maximum=10_000),

@@ -116,10 +116,12 @@ class ShareRuntime:
             self.shard.replay(key, value, appended.base_offset)
 
     def prune(self) -> int:
-        """Delete the records no longer needed (below every key's latest snapshot); returns the new log start."""
+        """Snapshot the cold share partitions, then delete the records no longer needed (below every
+        key's latest snapshot); returns the new log start."""
         plog = self.partition.log
         if self.state != ACTIVE:
             return plog.log_start_offset
+        self.commit(self.shard.cold_snapshots())
         upto = min(self.shard.redundant_offset(plog.log_end_offset), plog.log_end_offset)
         if upto > plog.log_start_offset:
             plog.delete_records_before(upto)

@@ -101,6 +101,7 @@ class ShareConfig:
     segment_bytes: int = 104857600  # share.coordinator.state.topic.segment.bytes
     snapshot_update_records_per_snapshot: int = 500  # share.coordinator.snapshot.update.records.per.snapshot
     prune_interval_ms: int = 300_000  # share.coordinator.state.topic.prune.interval.ms
+    cold_snapshot_interval_ms: int = 300_000  # share.coordinator.cold.partition.snapshot.interval.ms
     record_lock_duration_ms: int = 30_000  # group.share.record.lock.duration.ms
     delivery_count_limit: int = 5  # group.share.delivery.count.limit
     partition_max_record_locks: int = 2000  # group.share.partition.max.record.locks
@@ -257,6 +258,20 @@ class ShareStateShard:
             return []
         self._check_partition(topic_id, partition)
         return [(ShareKey(SNAPSHOT, group_id, topic_id, partition), None)]
+
+    def cold_snapshots(self) -> list:
+        """A ShareSnapshot (the next snapshot epoch, the state as it is) for every share partition whose
+        last snapshot is older than ``share.coordinator.cold.partition.snapshot.interval.ms``, as Kafka
+        writes them, so that an idle share partition does not hold the topic's pruning back."""
+        now = self.clock_ms()
+        out = []
+        for (group_id, topic_id, partition), st in self.states.items():
+            if now - st.write_timestamp <= self.config.cold_snapshot_interval_ms:
+                continue
+            out.append((ShareKey(SNAPSHOT, group_id, topic_id, partition), ShareSnapshotValue(
+                st.snapshot_epoch + 1, st.state_epoch, st.leader_epoch, st.start_offset, st.create_timestamp, now,
+                list(st.state_batches), st.delivery_complete_count)))
+        return out
 
     def redundant_offset(self, log_end: int) -> int:
         """Below this offset no record is needed to rebuild the state: the smallest offset of a key's

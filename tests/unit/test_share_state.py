@@ -72,6 +72,23 @@ def test_snapshot_after_n_updates_and_replay_rebuilds_the_state():
     assert fresh.states == shard.states and fresh.leader_epochs == shard.leader_epochs and fresh.update_counts == shard.update_counts
 
 
+def test_cold_partitions_get_a_new_snapshot():
+    clock = [1_000]
+    shard = ShareStateShard(ShareConfig(cold_snapshot_interval_ms=500), lambda: clock[0], lambda tid: 4)
+    for key, value in shard.initialize("g", TID, 0, 0, 3) + shard.initialize("g", TID, 1, 0, 0):
+        shard.replay(key, value, 0)
+    for key, value in shard.write("g", TID, WriteData(0, 0, 0, -1, [StateBatch(3, 4, 2, 1)])):
+        shard.replay(key, value, 1)
+    assert shard.cold_snapshots() == []
+    clock[0] += 501
+    cold = shard.cold_snapshots()
+    assert [(k.record_type, k.partition) for k, _ in cold] == [(SNAPSHOT, 0), (SNAPSHOT, 1)]
+    assert cold[0][1].snapshot_epoch == 1 and cold[0][1].state_batches == [StateBatch(3, 4, 2, 1)] and cold[0][1].write_timestamp == 1_501
+    for key, value in cold:
+        shard.replay(key, value, 2)
+    assert shard.cold_snapshots() == [] and shard.redundant_offset(10) == 2
+
+
 def test_tombstone_forgets_and_epochs_fence():
     shard, log = _shard(), []
     _commit(shard, shard.initialize("g", TID, 1, 2, 5), log)

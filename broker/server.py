@@ -150,6 +150,7 @@ class Broker:
         # the hook the group coordinator calls to initialize and delete share groups' state
         self.share_state_hook = ShareStateHook(self.share_coordinator, on_delete=self.share_partitions.forget)
         self.coordinator.share_state = self.share_state_hook
+        self.cluster.on_topic_deleted.append(self.share_topic_deleted)
         self.supported = supported_versions()
         # TLS contexts and SASL mechanisms per listener (None: every listener is PLAINTEXT)
         self.security = config.security
@@ -262,6 +263,11 @@ class Broker:
             conn.log.warning("authentication failed", listener=listener, mechanism=mechanism, reason=failure[0], detail=failure[1])
         if self.metrics is not None:
             self.metrics.authentication(listener, mechanism, None if failure is None else failure[0], reauth)
+
+    def share_topic_deleted(self, topic_id) -> None:
+        """A deleted topic's share state goes with it (Kafka's share coordinator writes its tombstones)."""
+        self.share_partitions.topic_deleted(topic_id)
+        self.share_coordinator.topic_deleted(topic_id)
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()

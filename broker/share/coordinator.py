@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, split_batches
-from protocol.share_records import encode_key, encode_value
+from protocol.share_records import SNAPSHOT, ShareKey, encode_key, encode_value
 
 from ..cluster import AppendOrigin
 from ..coordinator.placement import partition_for
@@ -242,6 +242,17 @@ class ShareCoordinator:
     def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
         rt = self._runtime(group_id, topic_id, partition)
         rt.commit(rt.shard.delete(group_id, topic_id, partition))
+
+    def topic_deleted(self, topic_id: uuid.UUID) -> None:
+        """Tombstones for every share state of a deleted topic (Kafka's maybeCleanupShareState)."""
+        for rt in self.runtimes:
+            if rt.state != ACTIVE:
+                continue
+            keys = [sk for sk in rt.shard.states if sk[1] == topic_id]
+            try:
+                rt.commit([(ShareKey(SNAPSHOT, g, t, p), None) for g, t, p in keys])
+            except ShareStateError:
+                log.warning("share state of a deleted topic not removed", topic_id=java_uuid(topic_id), partition=rt.partition.index)
 
     def peek(self, group_id: str, topic_id: uuid.UUID, partition: int) -> ShareGroupOffset | None:
         """The durable state of a key, or None (no checks; nothing created)."""

@@ -127,6 +127,10 @@ class SharePartitionManager:
             for lock in list(sp.locks):
                 self.timers.cancel(sp._lock_key(lock))
 
+    def topic_deleted(self, topic_id: uuid.UUID) -> None:
+        for group_id, tid, partition in [k for k in self.partitions if k[1] == topic_id]:
+            self.forget(group_id, tid, partition)
+
     # ================================================================ sessions
     def release_session(self, session) -> None:
         """A share session ended (closed, replaced, its connection gone): its member's records go back."""

@@ -160,3 +160,17 @@ def test_state_survives_kill_9(tmp_path):
         assert _write(raw, "k9g", tid, [], leader_epoch=0).error_code == ErrorCode.fenced_leader_epoch
     finally:
         b.stop()
+
+
+def test_deleting_a_topic_deletes_its_share_state(broker):
+    raw = RawClient(broker.bootstrap)
+    tid = _topic(raw, "gone", partitions=2)
+    for p in (0, 1):
+        assert _init(raw, "gd", tid, partition=p, start_offset=3).error_code == ErrorCode.none
+    assert _summary(raw, "gd", tid, partition=1).start_offset == 3
+    r = raw.request(20, 6, {"topics": [{"name": "gone", "topic_id": None}], "timeout": 10000})
+    assert r.responses[0].error_code == ErrorCode.none
+    tid2 = _topic(raw, "gone", partitions=2)  # the same name again: a new topic id, no state
+    assert _summary(raw, "gd", tid2, partition=1).start_offset == -1
+    # the old topic id is unknown now (its state's tombstones: tests/unit/test_share_state.py)
+    assert _summary(raw, "gd", tid, partition=1).error_code == ErrorCode.unknown_topic_or_partition

@@ -161,3 +161,21 @@ async def test_pruning_keeps_what_rebuilds_the_state(tmp_path):
         co.delete("g", tid, 1)
         plog = co.runtimes[0].partition.log
         assert co.runtimes[0].prune() == plog.log_end_offset
+
+
+async def test_deleting_a_topic_writes_tombstones_for_its_share_state(tmp_path):
+    from broker.testing import Broker
+
+    async with Broker(tmp_path, settings={"share.coordinator.state.topic.num.partitions": 1}) as b:
+        await b.create_topic("doomed", 2)
+        await b.create_topic("kept", 1)
+        doomed, kept = b.cluster.topics["doomed"].topic_id, b.cluster.topics["kept"].topic_id
+        co = b.server.share_coordinator
+        co.ensure_started()
+        for tid, p in ((doomed, 0), (doomed, 1), (kept, 0)):
+            co.initialize("g", tid, p, 0, 0)
+        await b.delete_topic("doomed")
+        assert set(co.runtimes[0].shard.states) == {("g", kept, 0)}
+        await b.restart()
+        await b.server.share_coordinator.loaded()
+        assert set(b.server.share_coordinator.runtimes[0].shard.states) == {("g", kept, 0)}

@@ -143,3 +143,19 @@ def test_hostile_heartbeats(broker):
     assert shb(c, "", "m", 0, ["h"]).error_code == E.invalid_request
     d = describe(c, "hostile")[0]
     assert d.error_code == E.none and len(d.members[0].subscribed_topic_names) == 2001
+
+
+def test_admin_cli_lists_and_describes_share_groups(broker):
+    from tests.integration.test_admin_cli import run, run_json
+
+    c = RawClient(broker.bootstrap)
+    create(c, "cli-t", 2)
+    got = until_assigned(c, "cli-share", "cli-member", shb(c, "cli-share", "cli-member", 0, ["cli-t"]))
+    rows = run_json(broker, "groups", "list")
+    assert {"group": "cli-share", "protocol_type": "share", "state": "Stable", "type": "share"} in rows
+    d = run_json(broker, "groups", "describe", "cli-share")
+    assert (d["type"], d["state"], d["assignor"], d["group_epoch"]) == ("share", "Stable", "simple", got.member_epoch)
+    (m,) = d["members"]
+    assert (m["member_id"], m["assignment"], m["subscribed_topics"]) == ("cli-member", [["cli-t", 0], ["cli-t", 1]], ["cli-t"])
+    rc, out, _ = run(broker, "groups", "describe", "cli-share")
+    assert rc == 0 and "Type: share" in out and "cli-t(0,1)" in out

@@ -136,9 +136,10 @@ def test_hostile_heartbeats(broker):
     c = RawClient(broker.bootstrap)
     create(c, "h", 2)
     huge = [f"topic-{i}-" + "x" * 200 for i in range(2000)]  # topics that do not exist: nothing to assign
-    r = shb(c, "hostile", "m" * 30000, 0, huge + ["h"])
+    assert shb(c, "hostile", "m" * 30000, 0, ["h"]).error_code == E.invalid_request  # over 36 characters
+    r = shb(c, "hostile", "m" * 36, 0, huge + ["h"])
     assert r.error_code == E.none
-    assert shb(c, "hostile", "m" * 30000, 2**31 - 1).error_code == E.fenced_member_epoch
+    assert shb(c, "hostile", "m" * 36, 2**31 - 1).error_code == E.fenced_member_epoch
     assert shb(c, "hostile", str(uuid.uuid4()), 7).error_code == E.unknown_member_id
     assert shb(c, "", "m", 0, ["h"]).error_code == E.invalid_request
     d = describe(c, "hostile")[0]

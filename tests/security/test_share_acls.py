@@ -33,7 +33,7 @@ def _heartbeat(c: Raw, body: dict):
         time.sleep(0.1)
 
 
-def test_share_heartbeat_needs_read_on_group_and_describe_on_topics(acl_target):
+def test_share_heartbeat_needs_read_on_group_and_describe_on_topics(acl_target):  # noqa: F811 - the imported fixture
     topic, group = _name("share-topic"), _name("share-group")
     acl_target.create_topics(topic)
     body = {"group_id": group, "member_id": "alice-member-1", "member_epoch": 0, "rack_id": None, "subscribed_topic_names": [topic]}

@@ -15,7 +15,7 @@ from protocol.errors import ErrorCode, error_code
 from protocol.records import iter_records, scan_valid_prefix
 
 from ..coordinator.consumer_protocol import parse_assignment
-from .share_ops import describe_share_group
+from .share_ops import describe_share_group, modern_group
 from .client import (
     CONSUMER_GROUP_DESCRIBE,
     CREATE_TOPICS,
@@ -270,13 +270,7 @@ def describe_group(client: AdminClient, group: str) -> dict:
         code = error_code(g.error_code)
         if code == ErrorCode.none:
             return {
-                "group": group,
-                "type": "consumer",
-                "state": g.group_state,
-                "coordinator": coordinator,
-                "group_epoch": g.group_epoch,
-                "assignment_epoch": g.assignment_epoch,
-                "assignor": g.assignor_name,
+                **modern_group(group, "consumer", g, coordinator),
                 "members": [
                     {
                         "member_id": m.member_id,

@@ -7,6 +7,12 @@ from protocol.errors import ErrorCode, error_code
 from .client import SHARE_GROUP_DESCRIBE, AdminClient, check
 
 
+def modern_group(group: str, kind: str, g, coordinator: dict) -> dict:
+    """What ``describe_group`` shows of a KIP-848 or KIP-932 group besides its members."""
+    return {"group": group, "type": kind, "state": g.group_state, "coordinator": coordinator, "group_epoch": g.group_epoch,
+            "assignment_epoch": g.assignment_epoch, "assignor": g.assignor_name}
+
+
 def describe_share_group(client: AdminClient, group: str, coordinator: dict) -> dict | None:
     """The share group ``group`` as ``describe_group`` shows groups, or None when it is not a share
     group (or the broker has no ShareGroupDescribe)."""
@@ -21,13 +27,7 @@ def describe_share_group(client: AdminClient, group: str, coordinator: dict) -> 
         return None
     check(code, f"ShareGroupDescribe({group})", g.error_message)
     return {
-        "group": group,
-        "type": "share",
-        "state": g.group_state,
-        "coordinator": coordinator,
-        "group_epoch": g.group_epoch,
-        "assignment_epoch": g.assignment_epoch,
-        "assignor": g.assignor_name,
+        **modern_group(group, "share", g, coordinator),
         "members": [
             {
                 "member_id": m.member_id,

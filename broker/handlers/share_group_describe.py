@@ -11,21 +11,12 @@ from ..coordinator.common import CoordinatorError
 from ..coordinator.share_group import ShareGroup
 from ..security.authorizer import Operation, ResourceType
 from ._groups import coordinator
+from .consumer_group_describe import _assignment
 
 API_KEY = 77
 NAME = "ShareGroupDescribe"
 VERSIONS = (1, 1)
 _UNKNOWN_OPS = -(2**31)
-
-
-def _assignment(meta, asg) -> dict:
-    return {
-        "topic_partitions": [
-            {"topic_id": tid, "topic_name": meta.by_id.get(tid, ""), "partitions": sorted(parts)}
-            for tid, parts in sorted(asg.items(), key=lambda kv: str(kv[0]))
-            if parts
-        ]
-    }
 
 
 def _missing(group_id: str, code: ErrorCode, message: str | None) -> dict:

@@ -23,11 +23,15 @@ from protocol.errors import ErrorCode
 from protocol.group_records import ShareGroupStatePartitionMetadataKey, decode_key, decode_value
 
 from .test_coordinator_classic import Harness
+from . import test_coordinator_consumer
 from .test_coordinator_consumer import ConsumerHarness, kinds
 
 E = ErrorCode
 G = "sg"
 T_ID, U_ID = uuid.UUID(int=0xA1), uuid.UUID(int=0xB2)
+
+
+loop = test_coordinator_consumer.loop  # the event loop fixture
 
 
 class ShareHarness(ConsumerHarness):
@@ -61,15 +65,6 @@ class ShareHarness(ConsumerHarness):
             self.now += 1_000
             for mid in members:
                 self.shb(mid, self.sgroup().members[mid].member_epoch)
-
-
-@pytest.fixture
-def loop():
-    import asyncio
-
-    lp = asyncio.new_event_loop()
-    yield lp
-    lp.close()
 
 
 @pytest.fixture

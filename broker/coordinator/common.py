@@ -70,6 +70,28 @@ class GroupConfig:
         return self._group_int(group_id, "share.assignment.interval.ms", self.group_share_assignment_interval_ms)
 
 
+class ShardPart:
+    """One kind of group's logic on a shard (consumer, share): shortcuts to the shard it runs on."""
+
+    def __init__(self, shard) -> None:
+        self.shard = shard
+        self.config = shard.config
+
+    @property
+    def timers(self):
+        return self.shard.timers
+
+    @property
+    def groups(self) -> dict:
+        return self.shard.groups
+
+    def now(self) -> int:
+        return self.shard.now_ms()
+
+    def _emit(self, key, value) -> None:
+        self.shard.emit(key, value)
+
+
 @dataclass
 class Result:
     """What a shard operation hands back to the runtime: data, no side effects.

@@ -25,22 +25,10 @@ import hashlib
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
-from protocol.group_records import (
-    ShareGroupCurrentMemberAssignmentKey,
-    ShareGroupCurrentMemberAssignmentValue,
-    ShareGroupMemberMetadataKey,
-    ShareGroupMemberMetadataValue,
-    ShareGroupMetadataKey,
-    ShareGroupMetadataValue,
-    ShareGroupStatePartitionMetadataKey,
-    ShareGroupTargetAssignmentMemberKey,
-    ShareGroupTargetAssignmentMemberValue,
-    ShareGroupTargetAssignmentMetadataKey,
-    ShareGroupTargetAssignmentMetadataValue,
-)
+from protocol.group_records import share as rec
 
 from .assignors import simple
-from .common import CoordinatorError, Result
+from .common import CoordinatorError, Result, ShardPart
 from .share_group import MEMBER_STABLE, Assignment, ShareGroup, ShareMember, to_share_partitions
 from .share_init import ShareInit
 
@@ -62,21 +50,10 @@ class ShareHeartbeatParams:
     client_host: str
 
 
-class ShareGroups:
+class ShareGroups(ShardPart):
     def __init__(self, shard) -> None:
-        self.shard = shard
-        self.config = shard.config
+        super().__init__(shard)
         self.init = ShareInit(shard)
-
-    @property
-    def groups(self) -> dict:
-        return self.shard.groups
-
-    def now(self) -> int:
-        return self.shard.now_ms()
-
-    def _emit(self, key, value) -> None:
-        self.shard.emit(key, value)
 
     # ================================================================ heartbeat
     def heartbeat(self, p: ShareHeartbeatParams) -> Result:
@@ -127,8 +104,8 @@ class ShareGroups:
         rack = member.rack_id if p.rack_id is None else p.rack_id
         subscription_changed = set(names) != set(member.subscribed_topic_names)
         if is_new or subscription_changed or rack != member.rack_id or p.client_id != member.client_id or p.client_host != member.client_host:
-            self._emit(ShareGroupMemberMetadataKey(group.group_id, member.member_id),
-                       ShareGroupMemberMetadataValue(rack, p.client_id, p.client_host, list(names)))
+            self._emit(rec.ShareGroupMemberMetadataKey(group.group_id, member.member_id),
+                       rec.ShareGroupMemberMetadataValue(rack, p.client_id, p.client_host, list(names)))
             member = group.members[member.member_id]
         if is_new:
             self.shard.event("share group member joined", group.group_id, member=member.member_id, topics=len(names))
@@ -143,7 +120,7 @@ class ShareGroups:
             if metadata_hash != group.metadata_hash:
                 bump = True
         if bump:
-            self._emit(ShareGroupMetadataKey(group.group_id), ShareGroupMetadataValue(group.group_epoch + 1, metadata_hash))
+            self._emit(rec.ShareGroupMetadataKey(group.group_id), rec.ShareGroupMetadataValue(group.group_epoch + 1, metadata_hash))
 
         # 4. target assignment
         if group.assignment_epoch < group.group_epoch and self._can_assign(group):
@@ -155,8 +132,8 @@ class ShareGroups:
             target = self._filtered(group.target.get(member.member_id, {}), member.subscribed_topic_names)
             epoch, previous = (target_epoch, member.member_epoch) if member.member_epoch != target_epoch else (member.member_epoch, member.previous_member_epoch)
             if (epoch, previous, target) != (member.member_epoch, member.previous_member_epoch, member.assigned):
-                self._emit(ShareGroupCurrentMemberAssignmentKey(group.group_id, member.member_id),
-                           ShareGroupCurrentMemberAssignmentValue(epoch, previous, MEMBER_STABLE, to_share_partitions(target)))
+                self._emit(rec.ShareGroupCurrentMemberAssignmentKey(group.group_id, member.member_id),
+                           rec.ShareGroupCurrentMemberAssignmentValue(epoch, previous, MEMBER_STABLE, to_share_partitions(target)))
         self.schedule_session(group, member)
 
         answer = {
@@ -207,9 +184,9 @@ class ShareGroups:
             new = result.get(mid, {})
             if new != group.target.get(mid):
                 changed += 1
-                self._emit(ShareGroupTargetAssignmentMemberKey(group.group_id, mid), ShareGroupTargetAssignmentMemberValue(to_share_partitions(new)))
+                self._emit(rec.ShareGroupTargetAssignmentMemberKey(group.group_id, mid), rec.ShareGroupTargetAssignmentMemberValue(to_share_partitions(new)))
         now = self.now()
-        self._emit(ShareGroupTargetAssignmentMetadataKey(group.group_id), ShareGroupTargetAssignmentMetadataValue(group.group_epoch, now))
+        self._emit(rec.ShareGroupTargetAssignmentMetadataKey(group.group_id), rec.ShareGroupTargetAssignmentMetadataValue(group.group_epoch, now))
         self.shard.event("target assignment computed", group.group_id, epoch=group.group_epoch, assignor=simple.NAME, members=len(group.members),
                          members_changed=changed)
 
@@ -229,23 +206,23 @@ class ShareGroups:
 
     def remove_member_records(self, group: ShareGroup, member_id: str) -> None:
         gid = group.group_id
-        self._emit(ShareGroupCurrentMemberAssignmentKey(gid, member_id), None)
-        self._emit(ShareGroupTargetAssignmentMemberKey(gid, member_id), None)
-        self._emit(ShareGroupMemberMetadataKey(gid, member_id), None)
+        self._emit(rec.ShareGroupCurrentMemberAssignmentKey(gid, member_id), None)
+        self._emit(rec.ShareGroupTargetAssignmentMemberKey(gid, member_id), None)
+        self._emit(rec.ShareGroupMemberMetadataKey(gid, member_id), None)
 
     def fence(self, group: ShareGroup, member: ShareMember, reason: str) -> None:
         """Remove a member and bump the group epoch (leave, session timeout)."""
-        self.shard.timers.cancel(_session_key(group.group_id, member.member_id))
+        self.timers.cancel(_session_key(group.group_id, member.member_id))
         self.remove_member_records(group, member.member_id)
-        self._emit(ShareGroupMetadataKey(group.group_id), ShareGroupMetadataValue(group.group_epoch + 1, self._metadata_hash(group)))
+        self._emit(rec.ShareGroupMetadataKey(group.group_id), rec.ShareGroupMetadataValue(group.group_epoch + 1, self._metadata_hash(group)))
         if not group.members:
-            self._emit(ShareGroupTargetAssignmentMetadataKey(group.group_id),
-                       ShareGroupTargetAssignmentMetadataValue(group.group_epoch, self.now()))
+            self._emit(rec.ShareGroupTargetAssignmentMetadataKey(group.group_id),
+                       rec.ShareGroupTargetAssignmentMetadataValue(group.group_epoch, self.now()))
         self.shard.event("share group member removed", group.group_id, member=member.member_id, reason=reason, epoch=group.group_epoch)
 
     def schedule_session(self, group: ShareGroup, member: ShareMember) -> None:
         gid, mid = group.group_id, member.member_id
-        self.shard.timers.schedule(_session_key(gid, mid), self.config.share_session_timeout_ms(gid), lambda: self._expire(gid, mid))
+        self.timers.schedule(_session_key(gid, mid), self.config.share_session_timeout_ms(gid), lambda: self._expire(gid, mid))
 
     def _expire(self, group_id: str, member_id: str) -> list:
         group = self.groups.get(group_id)
@@ -265,7 +242,7 @@ class ShareGroups:
         gid = group.group_id
         for member_id in list(group.members):
             self.remove_member_records(group, member_id)
-        self._emit(ShareGroupTargetAssignmentMetadataKey(gid), None)
+        self._emit(rec.ShareGroupTargetAssignmentMetadataKey(gid), None)
         if group.has_state_metadata():
-            self._emit(ShareGroupStatePartitionMetadataKey(gid), None)
-        self._emit(ShareGroupMetadataKey(gid), None)
+            self._emit(rec.ShareGroupStatePartitionMetadataKey(gid), None)
+        self._emit(rec.ShareGroupMetadataKey(gid), None)

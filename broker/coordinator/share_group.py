@@ -16,25 +16,10 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
-from protocol.group_records import (
-    ShareGroupCurrentMemberAssignmentKey,
-    ShareGroupCurrentMemberAssignmentValue,
-    ShareGroupMemberMetadataKey,
-    ShareGroupMemberMetadataValue,
-    ShareGroupMetadataKey,
-    ShareGroupMetadataValue,
-    ShareGroupStatePartitionMetadataKey,
-    ShareGroupStatePartitionMetadataValue,
-    ShareGroupTargetAssignmentMemberKey,
-    ShareGroupTargetAssignmentMemberValue,
-    ShareGroupTargetAssignmentMetadataKey,
-    ShareGroupTargetAssignmentMetadataValue,
-    ShareTopicPartitions,
-    TopicInfo,
-    TopicPartitionsInfo,
-)
+from protocol.group_records import share as rec
 
-from .classic_group import ClassicGroup
+from .consumer_replay import replayed_group
+
 
 EMPTY, STABLE_GROUP, DEAD = "Empty", "Stable", "Dead"
 MEMBER_STABLE = 0
@@ -45,12 +30,12 @@ Assignment = dict[uuid.UUID, frozenset[int]]
 InitMap = dict[uuid.UUID, tuple[str, frozenset[int]]]
 
 SHARE_KEYS = (
-    ShareGroupMetadataKey,
-    ShareGroupMemberMetadataKey,
-    ShareGroupTargetAssignmentMetadataKey,
-    ShareGroupTargetAssignmentMemberKey,
-    ShareGroupCurrentMemberAssignmentKey,
-    ShareGroupStatePartitionMetadataKey,
+    rec.ShareGroupMetadataKey,
+    rec.ShareGroupMemberMetadataKey,
+    rec.ShareGroupTargetAssignmentMetadataKey,
+    rec.ShareGroupTargetAssignmentMemberKey,
+    rec.ShareGroupCurrentMemberAssignmentKey,
+    rec.ShareGroupStatePartitionMetadataKey,
 )
 
 
@@ -136,24 +121,24 @@ class ShareGroup:
 
 
 # ==================================================================== record forms
-def to_share_partitions(assignment: Assignment) -> list[ShareTopicPartitions]:
+def to_share_partitions(assignment: Assignment) -> list[rec.ShareTopicPartitions]:
     items = sorted(assignment.items(), key=lambda kv: str(kv[0]))
-    return [ShareTopicPartitions(tid, sorted(parts)) for tid, parts in items if parts]
+    return [rec.ShareTopicPartitions(tid, sorted(parts)) for tid, parts in items if parts]
 
 
 def from_share_partitions(items) -> Assignment:
     return {tp.topic_id: frozenset(tp.partitions) for tp in items if tp.partitions}
 
 
-def _infos(m: InitMap | None) -> list[TopicPartitionsInfo]:
-    return [TopicPartitionsInfo(tid, name, sorted(parts)) for tid, (name, parts) in sorted((m or {}).items(), key=lambda kv: str(kv[0]))]
+def _infos(m: InitMap | None) -> list[rec.TopicPartitionsInfo]:
+    return [rec.TopicPartitionsInfo(tid, name, sorted(parts)) for tid, (name, parts) in sorted((m or {}).items(), key=lambda kv: str(kv[0]))]
 
 
-def state_value(initializing: InitMap, initialized: InitMap, deleting: dict[uuid.UUID, str]) -> ShareGroupStatePartitionMetadataValue:
-    return ShareGroupStatePartitionMetadataValue(
+def state_value(initializing: InitMap, initialized: InitMap, deleting: dict[uuid.UUID, str]) -> rec.ShareGroupStatePartitionMetadataValue:
+    return rec.ShareGroupStatePartitionMetadataValue(
         initializing_topics=_infos(initializing),
         initialized_topics=_infos(initialized),
-        deleting_topics=[TopicInfo(tid, name) for tid, name in sorted(deleting.items(), key=lambda kv: str(kv[0]))],
+        deleting_topics=[rec.TopicInfo(tid, name) for tid, name in sorted(deleting.items(), key=lambda kv: str(kv[0]))],
     )
 
 
@@ -162,17 +147,6 @@ def _from_infos(items) -> InitMap:
 
 
 # ==================================================================== replay
-def _group(groups: dict, group_id: str) -> ShareGroup:
-    group = groups.get(group_id)
-    if isinstance(group, ShareGroup):
-        return group
-    # offsets of a simple group may precede it in the log; anything else is a corrupt log
-    if group is not None and not (isinstance(group, ClassicGroup) and not group.members):
-        raise ValueError(f"group {group_id} is not a share group")
-    group = groups[group_id] = ShareGroup(group_id)
-    return group
-
-
 def replay_share(groups: dict, key, value) -> None:
     gid = key.group_id
     cls = type(key)
@@ -180,45 +154,45 @@ def replay_share(groups: dict, key, value) -> None:
         group = groups.get(gid)
         if not isinstance(group, ShareGroup):
             return
-        if cls is ShareGroupMetadataKey:
+        if cls is rec.ShareGroupMetadataKey:
             del groups[gid]
-        elif cls is ShareGroupMemberMetadataKey:
+        elif cls is rec.ShareGroupMemberMetadataKey:
             group.drop_member(key.member_id)
-        elif cls is ShareGroupTargetAssignmentMemberKey:
+        elif cls is rec.ShareGroupTargetAssignmentMemberKey:
             group.set_target(key.member_id, None)
-        elif cls is ShareGroupCurrentMemberAssignmentKey:
+        elif cls is rec.ShareGroupCurrentMemberAssignmentKey:
             m = group.members.get(key.member_id)
             if m is not None:
                 m.member_epoch, m.previous_member_epoch, m.state, m.assigned = 0, -1, MEMBER_STABLE, {}
-        elif cls is ShareGroupTargetAssignmentMetadataKey:
+        elif cls is rec.ShareGroupTargetAssignmentMetadataKey:
             group.assignment_epoch, group.assignment_timestamp = INITIAL_GROUP_EPOCH, 0
-        elif cls is ShareGroupStatePartitionMetadataKey:
+        elif cls is rec.ShareGroupStatePartitionMetadataKey:
             group.initializing = group.initialized = group.deleting = None
         return
-    group = _group(groups, gid)
-    if cls is ShareGroupMetadataKey:
+    group = replayed_group(groups, gid, ShareGroup)
+    if cls is rec.ShareGroupMetadataKey:
         group.group_epoch = value.epoch
         group.metadata_hash = value.metadata_hash
         group.created = True
-    elif cls is ShareGroupMemberMetadataKey:
+    elif cls is rec.ShareGroupMemberMetadataKey:
         m = group.members.get(key.member_id)
         if m is None:
             m = group.members[key.member_id] = ShareMember(key.member_id)
         m.rack_id, m.client_id, m.client_host = value.rack_id, value.client_id, value.client_host
         group.set_subscription(m, tuple(value.subscribed_topic_names))
         m.has_metadata = True
-    elif cls is ShareGroupTargetAssignmentMetadataKey:
+    elif cls is rec.ShareGroupTargetAssignmentMetadataKey:
         group.assignment_epoch = value.assignment_epoch
         group.assignment_timestamp = value.assignment_timestamp
-    elif cls is ShareGroupTargetAssignmentMemberKey:
+    elif cls is rec.ShareGroupTargetAssignmentMemberKey:
         group.set_target(key.member_id, from_share_partitions(value.topic_partitions))
-    elif cls is ShareGroupCurrentMemberAssignmentKey:
+    elif cls is rec.ShareGroupCurrentMemberAssignmentKey:
         m = group.members.get(key.member_id)
         if m is None:
             m = group.members[key.member_id] = ShareMember(key.member_id)
         m.member_epoch, m.previous_member_epoch, m.state = value.member_epoch, value.previous_member_epoch, value.state
         m.assigned = from_share_partitions(value.assigned_partitions)
-    elif cls is ShareGroupStatePartitionMetadataKey:
+    elif cls is rec.ShareGroupStatePartitionMetadataKey:
         group.initializing = _from_infos(value.initializing_topics)
         group.initialized = _from_infos(value.initialized_topics)
         group.deleting = {t.topic_id: t.topic_name for t in value.deleting_topics}
@@ -231,24 +205,24 @@ def share_value(groups: dict, key):
     if not isinstance(group, ShareGroup):
         return None
     cls = type(key)
-    if cls is ShareGroupMetadataKey:
-        return ShareGroupMetadataValue(group.group_epoch, group.metadata_hash) if group.created else None
-    if cls is ShareGroupMemberMetadataKey:
+    if cls is rec.ShareGroupMetadataKey:
+        return rec.ShareGroupMetadataValue(group.group_epoch, group.metadata_hash) if group.created else None
+    if cls is rec.ShareGroupMemberMetadataKey:
         m = group.members.get(key.member_id)
         if m is None or not m.has_metadata:
             return None
-        return ShareGroupMemberMetadataValue(m.rack_id, m.client_id, m.client_host, list(m.subscribed_topic_names))
-    if cls is ShareGroupTargetAssignmentMetadataKey:
-        return ShareGroupTargetAssignmentMetadataValue(group.assignment_epoch, group.assignment_timestamp)
-    if cls is ShareGroupTargetAssignmentMemberKey:
+        return rec.ShareGroupMemberMetadataValue(m.rack_id, m.client_id, m.client_host, list(m.subscribed_topic_names))
+    if cls is rec.ShareGroupTargetAssignmentMetadataKey:
+        return rec.ShareGroupTargetAssignmentMetadataValue(group.assignment_epoch, group.assignment_timestamp)
+    if cls is rec.ShareGroupTargetAssignmentMemberKey:
         target = group.target.get(key.member_id)
-        return None if target is None else ShareGroupTargetAssignmentMemberValue(to_share_partitions(target))
-    if cls is ShareGroupCurrentMemberAssignmentKey:
+        return None if target is None else rec.ShareGroupTargetAssignmentMemberValue(to_share_partitions(target))
+    if cls is rec.ShareGroupCurrentMemberAssignmentKey:
         m = group.members.get(key.member_id)
         if m is None:
             return None
-        return ShareGroupCurrentMemberAssignmentValue(m.member_epoch, m.previous_member_epoch, m.state, to_share_partitions(m.assigned))
-    if cls is ShareGroupStatePartitionMetadataKey:
+        return rec.ShareGroupCurrentMemberAssignmentValue(m.member_epoch, m.previous_member_epoch, m.state, to_share_partitions(m.assigned))
+    if cls is rec.ShareGroupStatePartitionMetadataKey:
         if group.initializing is None:
             return None
         return state_value(group.initializing, group.initialized, group.deleting)

@@ -1,4 +1,8 @@
-"""ShareGroupDescribe (77), v1: KIP-932 share groups, their members and assignments."""
+"""ShareGroupDescribe (77), v1: KIP-932 share groups, their members and assignments.
+
+Authorization as Kafka 4.4's KafkaApis: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED), then
+DESCRIBE on every topic its members are assigned (else TOPIC_AUTHORIZATION_FAILED for that group).
+"""
 
 from protocol.errors import ErrorCode
 
@@ -7,21 +11,12 @@ from ..coordinator.common import CoordinatorError
 from ..coordinator.share_group import ShareGroup
 from ..security.authorizer import Operation, ResourceType
 from ._groups import coordinator
+from .consumer_group_describe import _assignment
 
 API_KEY = 77
 NAME = "ShareGroupDescribe"
 VERSIONS = (1, 1)
 _UNKNOWN_OPS = -(2**31)
-
-
-def _assignment(meta, asg) -> dict:
-    return {
-        "topic_partitions": [
-            {"topic_id": tid, "topic_name": meta.by_id.get(tid, ""), "partitions": sorted(parts)}
-            for tid, parts in sorted(asg.items(), key=lambda kv: str(kv[0]))
-            if parts
-        ]
-    }
 
 
 def _missing(group_id: str, code: ErrorCode, message: str | None) -> dict:
@@ -58,6 +53,12 @@ def describe(meta, group_id: str, group) -> dict:
     }
 
 
+def _topics_visible(ctx, entry: dict) -> bool:
+    """As KafkaApis: may the client DESCRIBE every topic the group's members are assigned?"""
+    names = {tp["topic_name"] for m in entry["members"] for tp in m["assignment"]["topic_partitions"]}
+    return all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name) for name in names)
+
+
 async def handle(ctx, req):
     out = []
     authz = ctx.broker.authorizer
@@ -71,6 +72,8 @@ async def handle(ctx, req):
             out.append(_missing(group_id, exc.code, None))
             continue
         entry = describe(ctx.cluster.metadata, group_id, group)
+        if authz is not None and entry["error_code"] == ErrorCode.none and not _topics_visible(ctx, entry):
+            entry = _missing(group_id, ErrorCode.topic_authorization_failed, "The group has described topic(s) that the client is not authorized to describe.")
         if req.include_authorized_operations and entry["error_code"] == ErrorCode.none:
             entry["authorized_operations"] = ctx.authorized_operations(ResourceType.GROUP, group_id)
         out.append(entry)

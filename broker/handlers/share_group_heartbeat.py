@@ -1,11 +1,12 @@
 """ShareGroupHeartbeat (76), v1: KIP-932 share groups.
 
-Request validation happens here, as in Kafka 4.4's GroupCoordinatorService
-(INVALID_REQUEST with its message; an empty member id, which KafkaApis refuses
-before the coordinator, with none: the member id is the client's, never the
-broker's); the rest is ``broker/coordinator/share.py`` on the group's shard.
-Authorization as Kafka's KafkaApis: READ on the group, then DESCRIBE on each
-subscribed topic (TOPIC_AUTHORIZATION_FAILED naming the topics refused).
+Request validation happens here, as in Kafka 4.4's KafkaApis and
+GroupCoordinatorService (INVALID_REQUEST; with the service's message, except
+for a member id that is empty or longer than 36 characters, which KafkaApis
+refuses with none: the member id is the client's, never the broker's); the
+rest is ``broker/coordinator/share.py`` on the group's shard. Authorization as
+KafkaApis: READ on the group, then DESCRIBE on each subscribed topic
+(TOPIC_AUTHORIZATION_FAILED, no message).
 """
 
 from protocol.errors import ErrorCode
@@ -26,10 +27,11 @@ def _error(code: ErrorCode, message: str | None) -> dict:
             "assignment": None}
 
 
+MAX_MEMBER_ID = 36  # KafkaApis.isMemberIdValid: 1 to 36 characters (a UUID's text at most)
+
+
 def validate(req) -> str | None:
-    """Why Kafka refuses the request before its coordinator (its message), or None."""
-    if not req.member_id:
-        return "MemberId can't be empty."
+    """Why Kafka's coordinator service refuses the request (its message), or None."""
     if not req.group_id:
         return "GroupId can't be empty."
     if req.rack_id is not None and not req.rack_id:
@@ -43,15 +45,20 @@ def validate(req) -> str | None:
 
 
 async def handle(ctx, req):
-    if ctx.broker.authorizer is not None:
-        if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id or ""):
-            return _error(ErrorCode.group_authorization_failed, None)
-        refused = sorted({t for t in req.subscribed_topic_names or () if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t)})
-        if refused:
-            return _error(ErrorCode.topic_authorization_failed, f"The group has subscribed to topics that are not authorized: {', '.join(refused)}")
+    # KafkaApis: READ on the group, a member id of 1 to 36 characters, DESCRIBE on every subscribed topic
+    # (each refusal with no message), then the coordinator service's checks
+    authz = ctx.broker.authorizer is not None
+    if authz and not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id or ""):
+        return _error(ErrorCode.group_authorization_failed, None)
+    if not req.member_id or len(req.member_id) > MAX_MEMBER_ID:
+        return _error(ErrorCode.invalid_request, None)
+    if authz and req.subscribed_topic_names:
+        for topic in set(req.subscribed_topic_names):
+            if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic):
+                return _error(ErrorCode.topic_authorization_failed, None)
     problem = validate(req)
     if problem is not None:
-        return _error(ErrorCode.invalid_request, None if not req.member_id else problem)
+        return _error(ErrorCode.invalid_request, problem)
     params = ShareHeartbeatParams(
         group_id=req.group_id,
         member_id=req.member_id,

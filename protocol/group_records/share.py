@@ -21,7 +21,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from . import _codec
+from . import _codec, consumer
 from ._codec import _fail, _Reader, _Writer
 
 _I64 = _codec._I64
@@ -80,10 +80,9 @@ class ShareGroupTargetAssignmentMetadataValue:
     assignment_timestamp: int = 0  # tagged field 0 (KIP-1263, 4.3+), left out when 0
 
 
-@dataclass(slots=True)
-class ShareTopicPartitions:
-    topic_id: uuid.UUID
-    partitions: list[int] = field(default_factory=list)
+# a share record's [TopicId, Partitions] entry: the consumer groups' struct (its tagged assignment
+# epochs are never set in a share record)
+ShareTopicPartitions = consumer.TopicPartitions
 
 
 @dataclass(slots=True)
@@ -175,54 +174,20 @@ def _dec_target_metadata(r: _Reader) -> ShareGroupTargetAssignmentMetadataValue:
     return ShareGroupTargetAssignmentMetadataValue(epoch, ts)
 
 
-def _write_tps(w: _Writer, items: list[ShareTopicPartitions]) -> None:
-    w.carray_len(len(items))
-    for tp in items:
-        w.uuid(tp.topic_id)
-        w.cint32_array(tp.partitions)
-        w.tags()
-
-
-def _read_tps(r: _Reader) -> list[ShareTopicPartitions]:
-    out = []
-    for _ in range(r.carray_len()):
-        tid = r.uuid()
-        parts = r.cint32_array()
-        r.tags()
-        out.append(ShareTopicPartitions(tid, parts))
-    return out
-
-
 def _enc_target_member(v: ShareGroupTargetAssignmentMemberValue) -> bytes:
-    w = _Writer(0)
-    _write_tps(w, v.topic_partitions)
-    w.tags()
-    return w.done()
+    return consumer._enc_cg_target_member(v)  # the same schema as the consumer group's record
 
 
 def _dec_target_member(r: _Reader) -> ShareGroupTargetAssignmentMemberValue:
-    tps = _read_tps(r)
-    r.tags()
-    return ShareGroupTargetAssignmentMemberValue(tps)
+    return ShareGroupTargetAssignmentMemberValue(consumer._dec_cg_target_member(r).topic_partitions)
 
 
 def _enc_current(v: ShareGroupCurrentMemberAssignmentValue) -> bytes:
-    w = _Writer(0)
-    w.i32(v.member_epoch)
-    w.i32(v.previous_member_epoch)
-    w.i8(v.state)
-    _write_tps(w, v.assigned_partitions)
-    w.tags()
-    return w.done()
+    return consumer.write_member_assignment(v, pending=False)
 
 
 def _dec_current(r: _Reader) -> ShareGroupCurrentMemberAssignmentValue:
-    epoch = r.i32()
-    prev = r.i32()
-    state = r.i8()
-    tps = _read_tps(r)
-    r.tags()
-    return ShareGroupCurrentMemberAssignmentValue(epoch, prev, state, tps)
+    return ShareGroupCurrentMemberAssignmentValue(*consumer.read_member_assignment(r, pending=False))
 
 
 def _write_infos(w: _Writer, items: list[TopicPartitionsInfo]) -> None:

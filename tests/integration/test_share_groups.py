@@ -34,12 +34,15 @@ def parts(resp) -> dict:
     return {tp.topic_id: sorted(tp.partitions) for tp in resp.assignment.topic_partitions}
 
 
-def until_assigned(c, group, member, first, attempts=20):
+def until_assigned(c, group, member, first, attempts=20, pause=0.0):
     """Heartbeat until the member holds partitions (the first heartbeat initializes their state)."""
+    import time
+
     resp, epoch = first, first.member_epoch
     if parts(first):
         return first
     for _ in range(attempts):
+        time.sleep(pause)
         resp = shb(c, group, member, epoch)
         assert resp.error_code == E.none, resp
         epoch = resp.member_epoch
@@ -136,10 +139,91 @@ def test_hostile_heartbeats(broker):
     c = RawClient(broker.bootstrap)
     create(c, "h", 2)
     huge = [f"topic-{i}-" + "x" * 200 for i in range(2000)]  # topics that do not exist: nothing to assign
-    r = shb(c, "hostile", "m" * 30000, 0, huge + ["h"])
+    assert shb(c, "hostile", "m" * 30000, 0, ["h"]).error_code == E.invalid_request  # over 36 characters
+    r = shb(c, "hostile", "m" * 36, 0, huge + ["h"])
     assert r.error_code == E.none
-    assert shb(c, "hostile", "m" * 30000, 2**31 - 1).error_code == E.fenced_member_epoch
+    assert shb(c, "hostile", "m" * 36, 2**31 - 1).error_code == E.fenced_member_epoch
     assert shb(c, "hostile", str(uuid.uuid4()), 7).error_code == E.unknown_member_id
     assert shb(c, "", "m", 0, ["h"]).error_code == E.invalid_request
     d = describe(c, "hostile")[0]
     assert d.error_code == E.none and len(d.members[0].subscribed_topic_names) == 2001
+
+
+def test_admin_cli_lists_and_describes_share_groups(broker):
+    from tests.integration.test_admin_cli import run, run_json
+
+    c = RawClient(broker.bootstrap)
+    create(c, "cli-t", 2)
+    got = until_assigned(c, "cli-share", "cli-member", shb(c, "cli-share", "cli-member", 0, ["cli-t"]))
+    rows = run_json(broker, "groups", "list")
+    assert {"group": "cli-share", "protocol_type": "share", "state": "Stable", "type": "share"} in rows
+    d = run_json(broker, "groups", "describe", "cli-share")
+    assert (d["type"], d["state"], d["assignor"], d["group_epoch"]) == ("share", "Stable", "simple", got.member_epoch)
+    (m,) = d["members"]
+    assert (m["member_id"], m["assignment"], m["subscribed_topics"]) == ("cli-member", [["cli-t", 0], ["cli-t", 1]], ["cli-t"])
+    rc, out, _ = run(broker, "groups", "describe", "cli-share")
+    assert rc == 0 and "Type: share" in out and "cli-t(0,1)" in out
+
+
+@pytest.mark.reference
+def test_replays_the_share_group_records_kafka_44_wrote(tmp_path):
+    """Kafka 4.4 runs a share group; its __consumer_offsets partition, read from Kafka's own log
+    files, replays into a kafkalite shard as the group Kafka describes (every record type known)."""
+    import time
+
+    from broker.coordinator.placement import partition_for
+    from broker.coordinator.share_group import ShareGroup
+    from broker.coordinator.shard import GroupShard
+    from broker.coordinator.common import GroupConfig
+    from protocol.group_records import decode_key, decode_value, encode_key, encode_value
+    from protocol.records import iter_records, split_batches
+    from tests import reference_kafka
+
+    ok, reason = reference_kafka.available()
+    if not ok:
+        pytest.skip(reason)
+    config = {"group.share.assignment.interval.ms": 0, "group.share.assignor.offload.enable": "false"}
+    k = reference_kafka.ReferenceKafka(tmp_path / "kafka", config=config).start()
+    try:
+        c = RawClient(k.bootstrap)
+        create(c, "kt", 2)
+        group = "kafka-written"
+        deadline = time.monotonic() + 60
+        while True:  # FindCoordinator creates __consumer_offsets; its shard loads a moment later
+            c.request(10, 4, {"key_type": 0, "coordinator_keys": [group]})
+            first = shb(c, group, "member-1", 0, ["kt"])
+            if first.error_code == E.none or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert first.error_code == E.none, first
+        second = shb(c, group, "member-2", 0, ["kt"])
+        until_assigned(c, group, "member-1", first, attempts=300, pause=0.1)
+        until_assigned(c, group, "member-2", second, attempts=300, pause=0.1)
+        shb(c, group, "member-2", -1)
+        want = describe(c, group)[0]
+    finally:
+        k.stop()
+    logs = sorted((tmp_path / "kafka" / "logs" / f"__consumer_offsets-{partition_for(group)}").glob("*.log"))
+    shard = GroupShard(0, GroupConfig(), lambda: 0, None, None)
+    replayed = 0
+    for log in logs:
+        for header, batch in split_batches(log.read_bytes()):
+            if header.is_control:
+                continue
+            for rec in iter_records(batch):
+                shard.replay_bytes(rec.key, rec.value, committed=True)
+                replayed += 1
+                key = decode_key(rec.key)
+                # written back byte for byte as Kafka wrote it (one topic: no ordering question)
+                assert encode_key(key) == bytes(rec.key)
+                if rec.value is not None:
+                    assert encode_value(decode_value(key, rec.value)) == bytes(rec.value), key
+    assert replayed and shard.skipped_records == 0
+    g = shard.groups[group]
+    assert isinstance(g, ShareGroup)
+    assert (g.state, g.group_epoch, g.assignment_epoch) == (want.group_state, want.group_epoch, want.assignment_epoch)
+    (m,) = want.members
+    got = g.members[m.member_id]
+    assert (got.member_epoch, got.subscribed_topic_names, got.client_id) == (m.member_epoch, tuple(m.subscribed_topic_names), m.client_id)
+    assert got.assigned == {tp.topic_id: frozenset(tp.partitions) for tp in m.assignment.topic_partitions}
+    assert g.initialized and all(name == "kt" for name, _ in g.initialized.values())

@@ -23,11 +23,15 @@ from protocol.errors import ErrorCode
 from protocol.group_records import ShareGroupStatePartitionMetadataKey, decode_key, decode_value
 
 from .test_coordinator_classic import Harness
+from . import test_coordinator_consumer
 from .test_coordinator_consumer import ConsumerHarness, kinds
 
 E = ErrorCode
 G = "sg"
 T_ID, U_ID = uuid.UUID(int=0xA1), uuid.UUID(int=0xB2)
+
+
+loop = test_coordinator_consumer.loop  # the event loop fixture
 
 
 class ShareHarness(ConsumerHarness):
@@ -61,15 +65,6 @@ class ShareHarness(ConsumerHarness):
             self.now += 1_000
             for mid in members:
                 self.shb(mid, self.sgroup().members[mid].member_epoch)
-
-
-@pytest.fixture
-def loop():
-    import asyncio
-
-    lp = asyncio.new_event_loop()
-    yield lp
-    lp.close()
 
 
 @pytest.fixture
@@ -293,3 +288,42 @@ def test_three_thousand_members(loop):
         for p in asg.get(h.tid("t"), ()):
             counts[p] += 1
     assert counts == [375] * 8  # ceil(3000 / 8) members per partition
+
+
+def test_topic_created_after_subscribing(h):
+    resp = h.shb("a", 0, topics=["later"])
+    assert resp["assignment"] == {"topic_partitions": []}
+    h.settle("a")
+    assert h.shared("a") == {}
+    h.topic("later", 2)
+    h.settle("a")
+    assert h.shared("a") == {"later": [0, 1]}
+
+
+def test_group_configs_override_session_and_interval(loop):
+    h = ShareHarness(loop)
+    h.topic("t", 1)
+    h.config.group_overrides[G] = {"share.session.timeout.ms": "10000", "share.heartbeat.interval.ms": "2000"}
+    assert h.shb("a", 0, topics=["t"])["heartbeat_interval"] == 2000
+    h.advance(9_999)
+    assert "a" in h.sgroup().members
+    h.advance(1)
+    assert "a" not in h.sgroup().members
+
+
+def test_assignment_interval_batches_target_computations(loop):
+    h = ShareHarness(loop, group_share_assignment_interval_ms=1000)
+    h.topic("t", 2)
+    h.shb("a", 0, topics=["t"])
+    h.now += 1_000
+    h.shb("a", 2)  # initialized partitions: epoch 3, target computed
+    computed_at = h.sgroup().assignment_timestamp
+    h.now += 10
+    h.shb("b", 0, topics=["t"])  # the group epoch moves, the target waits for the interval
+    g = h.sgroup()
+    assert g.group_epoch == g.assignment_epoch + 1 and g.assignment_timestamp == computed_at
+    h.now += 1_000
+    h.shb("b", h.sgroup().members["b"].member_epoch)
+    assert g.assignment_epoch == g.group_epoch
+    targets = [h.names(g.target[m])["t"] for m in ("a", "b")]
+    assert sorted(targets[0] + targets[1]) == [0, 1] and h.shared("b")["t"] == targets[1]

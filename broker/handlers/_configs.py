@@ -172,6 +172,14 @@ def _is_by_duration(raw: str) -> bool:
     return m is not None and duration.strip().upper() not in ("P", "PT") and not duration.strip().upper().endswith("T")
 
 
+def by_duration_ms(raw: str) -> int | None:
+    """The milliseconds of a ``by_duration:<ISO-8601 duration>`` value, or None for another value."""
+    if not _is_by_duration(raw):
+        return None
+    d, h, m, sec = _DURATION.fullmatch(raw.strip().partition(":")[2].strip()).groups()
+    return int(((int(d or 0) * 24 + int(h or 0)) * 60 + int(m or 0)) * 60_000 + float(sec or 0) * 1000)
+
+
 # ----------------------------------------------------------------------------- broker
 @functools.cache
 def broker_dynamic_settings() -> dict[str, str]:

@@ -7,7 +7,8 @@ first assigns the partition to a member (``ShareStateHook.initialize``, start
 offset -1); until then, as in Kafka 4.4, nothing is delivered from it
 (``NotInitialized``). A start offset of -1 is taken from the group config
 ``share.auto.offset.reset``: ``latest`` (the default) the log end offset,
-``earliest`` the log start offset. Its changes are
+``earliest`` the log start offset, ``by_duration:<ISO-8601 duration>`` the
+first record no older than that. Its changes are
 written through the share coordinator (WriteShareGroupState) before they
 take effect.
 
@@ -99,15 +100,27 @@ class SharePartitionManager:
         state = co.read(group_id, topic_id, partition, 0)
         start = state.start_offset
         if start < 0:
-            reset = str(self._group_value(group_id, _RESET, "latest")).lower()
-            plog = part.log
-            start = plog.log_start_offset if reset == "earliest" else plog.log_end_offset
+            start = self._reset_offset(group_id, part.log)
         sp = SharePartition(f"{group_id}/{topic_id}/{partition}", lambda: self.limits(group_id), self.timers,
                             self._persister(key, part))
         sp.load(max(start, part.log.log_start_offset), state.state_batches)
         self.partitions[key] = sp
         self.state_epochs[key] = state.state_epoch
         return sp
+
+    def _reset_offset(self, group_id: str, plog) -> int:
+        """Where a share partition with no start offset begins: ``share.auto.offset.reset`` earliest, latest
+        (the default), or ``by_duration:<ISO-8601>`` (the first record at most that old, else the end)."""
+        from ..handlers._configs import by_duration_ms
+
+        reset = str(self._group_value(group_id, _RESET, "latest")).strip()
+        if reset.lower() == "earliest":
+            return plog.log_start_offset
+        duration = by_duration_ms(reset)
+        if duration is not None:
+            found = plog.offset_for_timestamp(self.clock_ms() - duration)
+            return found[0] if found is not None else plog.log_end_offset
+        return plog.log_end_offset
 
     def _persister(self, key, part):
         group_id, topic_id, partition = key

@@ -278,3 +278,27 @@ def test_read_committed_skips_aborted_and_open_transactions(broker):
     assert acquired(fetch(raw, "g7u", "m", 0, tid, max_wait=2000)) == [(0, 0, 1), (2, 2, 1), (4, 4, 1), (6, 6, 1)]
     p.commit_transaction(30)
     assert acquired(fetch(raw, "g7c", "m", 1, tid, max_wait=5000)) == [(6, 6, 1)]
+
+
+def test_auto_offset_reset_latest_and_by_duration(broker):
+    """share.auto.offset.reset: latest (the default) starts at the log end; by_duration:PT1H at the first
+    record less than an hour old (here: every record)."""
+    tid = _topic(broker, "sf8", 3)
+    raw = RawClient(broker.bootstrap)
+    for group in ("g8l", "g8d"):
+        init = raw.request(83, 0, {"group_id": group, "topics": [{"topic_id": tid, "partitions": [
+            {"partition": 0, "state_epoch": 0, "start_offset": -1}]}]})
+        assert init.results[0].partitions[0].error_code == ErrorCode.none
+    r = raw.request(44, 1, {"resources": [{"resource_type": 32, "resource_name": "g8d", "configs": [
+        {"name": "share.auto.offset.reset", "config_operation": 0, "value": "by_duration:PT1H"}]}], "validate_only": False})
+    assert r.responses[0].error_code == ErrorCode.none
+    assert acquired(fetch(raw, "g8d", "m", 0, tid, max_wait=2000)) == [(0, 2, 1)]
+    assert acquired(fetch(raw, "g8l", "m", 0, tid, max_wait=100)) == []
+    _produce_one(broker, "sf8", b"new")
+    assert acquired(fetch(raw, "g8l", "m", 1, tid, max_wait=5000)) == [(3, 3, 1)]
+
+
+def _produce_one(b, topic: str, value: bytes) -> None:
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+    p.produce(topic, value)
+    assert p.flush(10) == 0

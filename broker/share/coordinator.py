@@ -34,7 +34,7 @@ from protocol.share_records import SNAPSHOT, ShareKey, encode_key, encode_value
 from ..cluster import AppendOrigin
 from ..coordinator.placement import partition_for
 from ..logs import get_logger
-from ..txn.service import ACTIVE, FAILED, LOADING, check_active, replay_log
+from ..txn.service import ACTIVE, FAILED, LOADING, check_active, load_all, replay_log
 from .state import ShareConfig, ShareGroupOffset, ShareStateError, ShareStateShard, WriteData
 
 log = get_logger("share-coordinator")
@@ -171,12 +171,7 @@ class ShareCoordinator:
         self._arm_prune()
 
     async def _load_all(self) -> None:
-        for rt in self.runtimes:
-            try:
-                await rt.load()
-            except Exception:  # noqa: BLE001 - one bad partition must not stop the others
-                rt.state = FAILED
-                log.exception("share state partition failed to load", partition=rt.partition.index)
+        await load_all(self.runtimes, "share state partition failed to load")
 
     async def loaded(self) -> None:
         """Wait until every partition is loaded (tests, and callers at start)."""

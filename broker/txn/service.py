@@ -87,6 +87,16 @@ def check_active(state: str, error: type[Exception] = CoordinatorError) -> None:
         raise error(ErrorCode.not_coordinator)
 
 
+async def load_all(runtimes: list, failure: str) -> None:
+    """Load a coordinator's partitions one after the other; one that fails is FAILED (NOT_COORDINATOR), the others load."""
+    for rt in runtimes:
+        try:
+            await rt.load()
+        except Exception:  # noqa: BLE001 - one bad partition must not stop the others
+            rt.state = FAILED
+            log.exception(failure, partition=rt.partition.index)
+
+
 class TxnRuntime:
     """One ``__transaction_state`` partition: its shard, its appends and its completions."""
 
@@ -218,12 +228,7 @@ class TransactionCoordinator:
         self._arm()
 
     async def _load_all(self) -> None:
-        for rt in self.runtimes:
-            try:
-                await rt.load()
-            except Exception:  # noqa: BLE001 - one bad partition must not stop the others
-                rt.state = FAILED
-                log.exception("transaction state partition failed to load", partition=rt.partition.index)
+        await load_all(self.runtimes, "transaction state partition failed to load")
 
     def _arm(self) -> None:
         interval = self.config.abort_timed_out_transaction_cleanup_interval_ms / 1000

@@ -126,12 +126,13 @@ def _fetch_partition(ctx, req, sp, part, member_id: str, budget: dict) -> tuple[
     return memoryview(data)[lo:hi], acquired  # a view of the read: the encoder copies it once, into the frame
 
 
-def _fetch_all(ctx, req, session, member_id: str, acks: dict) -> tuple[list, int]:
+def _fetch_all(ctx, req, session, member_id: str, acks: dict, unknown: list) -> tuple[list, int]:
+    """The answer's topics, and how many records were acquired or partitions failed (0: nothing to say yet)."""
     manager = ctx.broker.share_partitions
     budget = {"records": req.max_records if req.max_records > 0 else 2**31 - 1, "bytes": req.max_bytes if req.max_bytes > 0 else 0}
     topics: dict = {}
     got = 0
-    for topic_id, index in list(session.partitions):
+    for topic_id, index in list(session.partitions) + unknown:
         ack_error, ack_message = acks.get((topic_id, index), (E.none, None))
         part, error = resolve(ctx, topic_id, index)
         records, acquired, message = None, [], None
@@ -145,7 +146,7 @@ def _fetch_all(ctx, req, session, member_id: str, acks: dict) -> tuple[list, int
                 error, message = state_error(exc), exc.message
         if not (acquired or error is not None or (topic_id, index) in acks):
             continue
-        got += len(acquired)
+        got += len(acquired) + (error is not None)  # an error is news too: the answer goes at once
         topics.setdefault(topic_id, []).append({
             "partition_index": index, "error_code": error or E.none, "error_message": message,
             "acknowledge_error_code": ack_error, "acknowledge_error_message": ack_message, "current_leader": leader(ctx),
@@ -164,7 +165,12 @@ async def handle(ctx, req):
         return _error_response(ctx, E.invalid_request)
     manager = ctx.broker.share_partitions
     epoch = req.share_session_epoch
-    add = [(t.topic_id, p.partition_index) for t in req.topics or () for p in t.partitions or ()]
+    asked = [(t.topic_id, p.partition_index) for t in req.topics or () for p in t.partitions or ()]
+    # a session holds only partitions that exist (so sessions stay within the cluster's size); the others
+    # are answered with their error in this answer only
+    add = [tp for tp in asked if resolve(ctx, *tp)[1] in (None, E.topic_authorization_failed)]
+    known = set(add)
+    unknown = [tp for tp in dict.fromkeys(asked) if tp not in known]
     forget = [(t.topic_id, p) for t in req.forgotten_topics_data or () for p in t.partitions or ()]
     has_acks = any(p.acknowledgement_batches for t in req.topics or () for p in t.partitions or ())
     try:
@@ -190,7 +196,7 @@ async def handle(ctx, req):
                 "responses": [{"topic_id": t, "partitions": ps} for t, ps in responses.items()], "node_endpoints": []}
     deadline = time.monotonic() + max(_ms(req.max_wait), 0) / 1000
     while True:
-        responses, got = _fetch_all(ctx, req, session, req.member_id, acks)
+        responses, got = _fetch_all(ctx, req, session, req.member_id, acks, unknown)
         remaining = deadline - time.monotonic()
         if got or remaining <= 0 or ctx.conn.draining or session.epoch == FINAL_EPOCH:
             break

@@ -302,3 +302,19 @@ def _produce_one(b, topic: str, value: bytes) -> None:
     p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
     p.produce(topic, value)
     assert p.flush(10) == 0
+
+
+def test_sessions_hold_only_existing_partitions(broker):
+    """A session keeps only partitions that exist (bounded by the cluster's size): 5,000 made-up ones are
+    answered with their error once and not kept; the answer does not wait for max_wait on an error."""
+    tid = _topic(broker, "sf9", 1)
+    raw = RawClient(broker.bootstrap)
+    topics = [{"topic_id": tid, "partitions": [{"partition_index": p, "acknowledgement_batches": []} for p in range(5000)]},
+              {"topic_id": uuid.uuid4(), "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}]
+    body = {"group_id": "g9", "member_id": "m", "share_session_epoch": 0, "max_wait": 30000, "min_bytes": 1, "max_bytes": 1 << 20,
+            "max_records": 10, "batch_size": 10, "topics": topics, "forgotten_topics_data": []}
+    r = raw.request(FETCH, 1, body)
+    errors = sorted((p.error_code, p.partition_index) for t in r.responses for p in t.partitions)
+    assert len(errors) == 5000 and errors[0] == (ErrorCode.unknown_topic_or_partition, 1) and errors[-1][0] == ErrorCode.unknown_topic_id
+    r = fetch(raw, "g9", "m", 1, None, max_wait=100)  # the session holds partition 0 only: nothing to say
+    assert r.error_code == ErrorCode.none and r.responses == ()

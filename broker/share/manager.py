@@ -78,9 +78,10 @@ class SharePartitionManager:
 
     def limits(self, group_id: str) -> Limits:
         c = self.config
+        renew = str(self._group_value(group_id, "share.renew.acknowledge.enable", "true")).strip().lower() != "false"
         return Limits(self._group_value(group_id, _LOCK_MS, c.record_lock_duration_ms),
                       self._group_value(group_id, _DELIVERY_LIMIT, c.delivery_count_limit),
-                      self._group_value(group_id, _MAX_LOCKS, c.partition_max_record_locks))
+                      self._group_value(group_id, _MAX_LOCKS, c.partition_max_record_locks), renew)
 
     def lock_duration_ms(self, group_id: str) -> int:
         return self.limits(group_id).lock_duration_ms

@@ -47,6 +47,7 @@ _DONE = (ACKNOWLEDGED, ARCHIVED)
 MSG_NOT_ACQUIRED = "The offset cannot be acknowledged. The offset is not acquired."
 MSG_NOT_OWNER = "Member is not the owner of offset"
 MSG_NOT_FOUND = "Batch record not found. The request batch offsets are not found in the cache."
+MSG_RENEW_DISABLED = "Renewing acquisition locks is not enabled for the group."
 MSG_FIRST_PAST = "Batch record not found. The first offset in request is past acquired records."
 MSG_LAST_PAST = "Batch record not found. The last offset in request is past acquired records."
 
@@ -58,6 +59,7 @@ class Limits:
     lock_duration_ms: int = 30_000
     delivery_count_limit: int = 5
     max_record_locks: int = 2000
+    renew_enabled: bool = True  # the group config share.renew.acknowledge.enable
 
 
 class Entry:
@@ -193,6 +195,8 @@ class SharePartition:
         """Apply ``(first, last, types)`` acknowledgement batches of ``member`` (validated by the
         caller: ordered, not overlapping, types of the right length); all or nothing.
         Raises AckError (nothing changed) or what ``persist`` raises."""
+        if not self.limits().renew_enabled and any(RENEW in types for _, _, types in batches):
+            raise AckError(ErrorCode.invalid_record_state, MSG_RENEW_DISABLED)
         changes: list[tuple[int, int]] = []  # (offset, acknowledge type)
         for first, last, types in batches:
             if first > self.end:

@@ -150,6 +150,14 @@ def test_renew_extends_the_lock(sp):
     assert sp.state_of(0) == (AVAILABLE, 1)
 
 
+def test_renew_refused_when_the_group_disables_it(sp):
+    sp.acquire("m1", [(0, 0)], 100)
+    sp.lims.renew_enabled = False
+    with pytest.raises(AckError) as err:
+        sp.acknowledge("m1", [(0, 0, [RENEW])])
+    assert err.value.code == ErrorCode.invalid_record_state and sp.state_of(0) == (ACQUIRED, 1)
+
+
 def test_session_end_releases_the_members_records(sp):
     sp.acquire("m1", [(0, 1)], 100)
     sp.acquire("m2", [(2, 3)], 100)

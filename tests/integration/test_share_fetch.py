@@ -318,3 +318,37 @@ def test_sessions_hold_only_existing_partitions(broker):
     assert len(errors) == 5000 and errors[0] == (ErrorCode.unknown_topic_or_partition, 1) and errors[-1][0] == ErrorCode.unknown_topic_id
     r = fetch(raw, "g9", "m", 1, None, max_wait=100)  # the session holds partition 0 only: nothing to say
     assert r.error_code == ErrorCode.none and r.responses == ()
+
+
+def test_hostile_frames(broker):
+    """ShareFetch and ShareAcknowledge frames whose counts lie (huge, negative as varints): refused by the
+    codec before any handler runs (the broker process fails the module if a handler raised), and the
+    broker keeps serving."""
+    import struct
+
+    from protocol.codec import encode
+    from kio.schema.request_header.v2.header import RequestHeader
+
+    def uvarint(v: int) -> bytes:
+        out = bytearray()
+        while v >= 0x80:
+            out.append((v & 0x7F) | 0x80)
+            v >>= 7
+        out.append(v)
+        return bytes(out)
+
+    def cstr(s: str) -> bytes:
+        return uvarint(len(s) + 1) + s.encode()
+
+    for api, head in ((FETCH, cstr("g") + cstr("m") + struct.pack(">iiiiii", 0, 0, 1, 1024, 10, 10)),
+                      (ACK, cstr("g") + cstr("m") + struct.pack(">i", 1))):
+        for count in (0xFFFFFFF, 2**31 + 5, 3):  # far more topics than bytes, a negative int32, 2 missing topics
+            raw = RawClient(broker.bootstrap)
+            header = encode(RequestHeader(request_api_key=api, request_api_version=1, correlation_id=1, client_id="hostile"))
+            raw.send_frame(header + head + uvarint(count) + b"\x00" * 4)
+            raw.sock.settimeout(10)
+            frame = raw.read_frame()  # an answer (an error) or a closed connection, never a hang
+            assert frame is None or len(frame) > 4
+            raw.close()
+    raw = RawClient(broker.bootstrap)
+    assert fetch(raw, "gh", "m", 0, None).error_code == ErrorCode.none

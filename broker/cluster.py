@@ -286,6 +286,7 @@ class Cluster:
         self.clock = clock
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
+        self.on_topic_deleted: list = []  # callables of a deleted topic's id, called after its deletion
         self.cluster_id = ""
         self._next_pid = 0
         self._pid_limit = 0
@@ -533,6 +534,11 @@ class Cluster:
         del self.by_id[topic.topic_id]
         self.metadata.refresh(self.topics)
         self._save()
+        for listener in self.on_topic_deleted:  # the share coordinator drops the topic's share state
+            try:
+                listener(topic.topic_id)
+            except Exception:  # noqa: BLE001 - the topic is gone either way
+                log.exception("topic deletion listener failed", topic=topic.name)
         for part in topic.partitions:
             part.notify()
             self.logs.delete(topic.name, part.index)

@@ -112,11 +112,25 @@ class BrokerConfig:
     group_consumer_pending_heartbeat_interval_ms: int = 100
     group_consumer_max_size: int = 2**31 - 1
     group_consumer_migration_policy: str = "bidirectional"
+    group_share_session_timeout_ms: int = 45_000
+    group_share_heartbeat_interval_ms: int = 5_000
+    group_share_max_size: int = 200
+    group_share_assignment_interval_ms: int = 1_000
+    group_share_initialize_retry_interval_ms: int = 30_000
     transaction_state_log_num_partitions: int = 50
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     transaction_version: int = 2
+    # share groups (KIP-932): the share coordinator and the share partitions (broker/share/)
+    share_coordinator_state_topic_num_partitions: int = 50
+    share_coordinator_snapshot_update_records_per_snapshot: int = 500
+    share_coordinator_state_topic_prune_interval_ms: int = 300_000
+    share_coordinator_cold_partition_snapshot_interval_ms: int = 300_000
+    group_share_record_lock_duration_ms: int = 30_000
+    group_share_delivery_count_limit: int = 5
+    group_share_partition_max_record_locks: int = 2000
+    group_share_max_share_sessions: int = 2000
     log_defaults: LogConfig = field(default_factory=LogConfig)
 
     # ----------------------------------------------------------------
@@ -157,6 +171,11 @@ class BrokerConfig:
             group_consumer_pending_heartbeat_interval_ms=self.group_consumer_pending_heartbeat_interval_ms,
             group_consumer_max_size=self.group_consumer_max_size,
             group_consumer_migration_policy=self.group_consumer_migration_policy.lower(),
+            group_share_session_timeout_ms=self.group_share_session_timeout_ms,
+            group_share_heartbeat_interval_ms=self.group_share_heartbeat_interval_ms,
+            group_share_max_size=self.group_share_max_size,
+            group_share_assignment_interval_ms=self.group_share_assignment_interval_ms,
+            group_share_initialize_retry_interval_ms=self.group_share_initialize_retry_interval_ms,
         )
 
     def txn_config(self):
@@ -168,6 +187,20 @@ class BrokerConfig:
             transaction_version=self.transaction_version,
             offsets_topic_num_partitions=self.offsets_topic_num_partitions,
             abort_timed_out_transaction_cleanup_interval_ms=self.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+        )
+
+    def share_config(self):
+        from .share.state import ShareConfig
+
+        return ShareConfig(
+            num_partitions=self.share_coordinator_state_topic_num_partitions,
+            snapshot_update_records_per_snapshot=self.share_coordinator_snapshot_update_records_per_snapshot,
+            prune_interval_ms=self.share_coordinator_state_topic_prune_interval_ms,
+            cold_snapshot_interval_ms=self.share_coordinator_cold_partition_snapshot_interval_ms,
+            record_lock_duration_ms=self.group_share_record_lock_duration_ms,
+            delivery_count_limit=self.group_share_delivery_count_limit,
+            partition_max_record_locks=self.group_share_partition_max_record_locks,
+            max_share_sessions=self.group_share_max_share_sessions,
         )
 
     def effective_log_defaults(self) -> LogConfig:
@@ -301,7 +334,21 @@ SETTINGS: tuple[Setting, ...] = (
     _s("group_consumer_assignment_interval_ms", "int", "KIP-848 target assignments: at most one per interval, computed at the first heartbeat after it (0: one per change)", "group.consumer.assignment.interval.ms", minimum=0, maximum=INT_MAX, flag=True),
     _s("group_consumer_pending_heartbeat_interval_ms", "int", "kafkalite's own: the KIP-848 heartbeat interval handed to a member waiting for partitions or revoking some, so a released partition reaches its new owner sooner; the plain interval (or more) turns it off", minimum=1, maximum=INT_MAX, flag=True),
     _s("group_consumer_max_size", "int", "members of a KIP-848 group", "group.consumer.max.size", minimum=1, maximum=INT_MAX, flag=True),
+    _s("group_share_session_timeout_ms", "int", "KIP-932 share group session timeout", "group.share.session.timeout.ms", minimum=1, maximum=INT_MAX),
+    _s("group_share_heartbeat_interval_ms", "int", "KIP-932 share group heartbeat interval", "group.share.heartbeat.interval.ms", minimum=1, maximum=INT_MAX),
+    _s("group_share_max_size", "int", "members of a KIP-932 share group", "group.share.max.size", minimum=1, maximum=1000),
+    _s("group_share_assignment_interval_ms", "int", "least time between two target assignments of a share group (KIP-1263); 0: at every change", "group.share.assignment.interval.ms", minimum=0, maximum=INT_MAX),
+    _s("group_share_initialize_retry_interval_ms", "int", "how long a share partition's state initialization may be in flight before it is asked for again", "group.share.initialize.retry.interval.ms", minimum=1, maximum=INT_MAX),
     # -- transaction coordinator -------------------------------------------------
+    # -- share groups (KIP-932) ---------------------------------------------------
+    _s("share_coordinator_state_topic_num_partitions", "int", "partitions of __share_group_state when it is first created", "share.coordinator.state.topic.num.partitions", minimum=1, maximum=INT_MAX),
+    _s("share_coordinator_snapshot_update_records_per_snapshot", "int", "ShareUpdate records written between two ShareSnapshot records of a share partition", "share.coordinator.snapshot.update.records.per.snapshot", minimum=0, maximum=500),
+    _s("share_coordinator_state_topic_prune_interval_ms", "int", "how often records of __share_group_state that no state needs any more are deleted", "share.coordinator.state.topic.prune.interval.ms", minimum=1, maximum=INT_MAX),
+    _s("share_coordinator_cold_partition_snapshot_interval_ms", "int", "age of a share partition's last snapshot at which pruning writes a new one", "share.coordinator.cold.partition.snapshot.interval.ms", minimum=1, maximum=INT_MAX),
+    _s("group_share_record_lock_duration_ms", "int", "how long a share consumer holds an acquired record before it is delivered again", "group.share.record.lock.duration.ms", minimum=1000, maximum=3_600_000),
+    _s("group_share_delivery_count_limit", "int", "deliveries of a record before it is archived", "group.share.delivery.count.limit", minimum=2, maximum=10),
+    _s("group_share_partition_max_record_locks", "int", "records of a share partition acquired at once", "group.share.partition.max.record.locks", minimum=100, maximum=10_000),
+    _s("group_share_max_share_sessions", "int", "share sessions the broker keeps", "group.share.max.share.sessions", minimum=1, maximum=30_000),
     _s("transaction_state_log_num_partitions", "int", "partitions of __transaction_state when it is first created", "transaction.state.log.num.partitions", minimum=1, maximum=INT_MAX),
     _s("transaction_max_timeout_ms", "int", "largest transaction.timeout.ms a producer may ask for", "transaction.max.timeout.ms", minimum=1, maximum=INT_MAX),
     _s("transactional_id_expiration_ms", "int", "how long a transactional id without a transaction is kept", "transactional.id.expiration.ms", minimum=1, maximum=INT_MAX),

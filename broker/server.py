@@ -80,6 +80,8 @@ from .cluster import Cluster
 from .config import INT_MAX, BrokerConfig, per_ip_overrides
 from . import diagnostics, memory
 from .coordinator.service import GroupCoordinator
+from .share.coordinator import ShareCoordinator, ShareStateHook
+from .share.manager import SharePartitionManager
 from .txn.service import TransactionCoordinator
 from .handlers import HANDLERS, PIPELINED, RequestContext, supported_versions
 from .listeners import Listener
@@ -141,6 +143,14 @@ class Broker:
             self.cluster, self.coordinator, config.txn_config(), num_partitions=config.transaction_state_log_num_partitions,
             fsync_always=config.fsync == "always",
         )
+        # the share coordinator (KIP-932): __share_group_state, made when first needed (broker/share/)
+        self.share_coordinator = ShareCoordinator(self.cluster, config.share_config(), fsync_always=config.fsync == "always")
+        self.share_partitions = SharePartitionManager(self.cluster, self.share_coordinator, config.share_config(),
+                                                      group_overrides=self.cluster.group_configs)
+        # the hook the group coordinator calls to initialize and delete share groups' state
+        self.share_state_hook = ShareStateHook(self.share_coordinator, on_delete=self.share_partitions.forget)
+        self.coordinator.share_state = self.share_state_hook
+        self.cluster.on_topic_deleted.append(self.share_topic_deleted)
         self.supported = supported_versions()
         # TLS contexts and SASL mechanisms per listener (None: every listener is PLAINTEXT)
         self.security = config.security
@@ -254,6 +264,11 @@ class Broker:
         if self.metrics is not None:
             self.metrics.authentication(listener, mechanism, None if failure is None else failure[0], reauth)
 
+    def share_topic_deleted(self, topic_id) -> None:
+        """A deleted topic's share state goes with it (Kafka's share coordinator writes its tombstones)."""
+        self.share_partitions.topic_deleted(topic_id)
+        self.share_coordinator.topic_deleted(topic_id)
+
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         memory.tune()
@@ -265,6 +280,7 @@ class Broker:
         self.cluster.logs.start_background()
         self.coordinator.start()
         self.transactions.start_if_present()
+        self.share_coordinator.start_if_present()
         await self._bind()
         self._sweep_handle = self.loop.call_later(self.sweep_s, self._sweep)
         if self.metrics is not None:
@@ -284,6 +300,8 @@ class Broker:
             listener.server.close()
         self.listeners = []
         self.transactions.stop()
+        self.share_partitions.stop()
+        self.share_coordinator.stop()
         self.coordinator.stop()
         self.cluster.close()
 
@@ -333,6 +351,8 @@ class Broker:
         # coordinator writes are flushed; parked JoinGroup/SyncGroup get NOT_COORDINATOR; transactions
         # not completed stay PREPARE_* in __transaction_state, and the next start completes them
         self.transactions.stop()
+        self.share_partitions.stop()
+        self.share_coordinator.stop()
         self.coordinator.stop()
         # long polls are cut short
         for topic in self.cluster.topics.values():
@@ -713,6 +733,7 @@ class KafkaConnection(asyncio.Protocol):
                 broker.metrics.connection_closed(self)
             if self.ip is not None:
                 broker._forget_ip(self.ip)
+        broker.share_partitions.connection_closed(self)  # its share sessions end with it (Kafka 4.4)
         task = self.task
         self.waiter = None
         if task is not None:

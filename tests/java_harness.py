@@ -160,6 +160,12 @@ HARNESS = JavaProgram(
     Path(os.environ.get("KAFKALITE_JAVA_CLIENTS_HOME") or CACHE / f"java-clients-{KAFKA_CLIENTS_VERSION}"),
     "Harness", "kafka-clients-*.jar", f"kafka-clients {KAFKA_CLIENTS_VERSION}",
 )
+# the share consumer harness (tests/java/share/ShareHarness.java): KafkaShareConsumer of kafka-clients 4.4.0
+SHARE = JavaProgram(
+    ROOT / "tests" / "java" / "share",
+    Path(os.environ.get("KAFKALITE_JAVA_SHARE_HOME") or CACHE / "java-share-4.4.0"),
+    "ShareHarness", "kafka-clients-*.jar", "kafka-clients 4.4.0",
+)
 STREAMS = JavaProgram(
     ROOT / "tests" / "java" / "streams",
     Path(os.environ.get("KAFKALITE_KAFKA_STREAMS_HOME") or CACHE / f"kafka-streams-{KAFKA_CLIENTS_VERSION}"),

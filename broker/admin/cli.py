@@ -215,7 +215,7 @@ def _topics(client, args) -> int:
 def _describe_text(d: dict) -> None:
     coord = d["coordinator"]
     head = f"Group: {d['group']}  Type: {d['type']}  State: {d['state']}  Coordinator: {coord['id']} ({coord['host']}:{coord['port']})"
-    if d["type"] == "consumer":
+    if d["type"] in ("consumer", "share"):
         print(head)
         print(f"GroupEpoch: {d['group_epoch']}  AssignmentEpoch: {d['assignment_epoch']}  Assignor: {d['assignor'] or '-'}  Members: {len(d['members'])}")
         rows = []

@@ -15,6 +15,7 @@ from protocol.errors import ErrorCode, error_code
 from protocol.records import iter_records, scan_valid_prefix
 
 from ..coordinator.consumer_protocol import parse_assignment
+from .share_ops import describe_share_group, modern_group
 from .client import (
     CONSUMER_GROUP_DESCRIBE,
     CREATE_TOPICS,
@@ -255,7 +256,7 @@ def _consumer_assignment(asg) -> list[list]:
 
 
 def describe_group(client: AdminClient, group: str) -> dict:
-    """A classic group through DescribeGroups, a KIP-848 group through ConsumerGroupDescribe.
+    """A group through ConsumerGroupDescribe (KIP-848), ShareGroupDescribe (KIP-932) or DescribeGroups (classic).
 
     ``state`` is ``Dead`` for a group the coordinator does not know.
     """
@@ -269,13 +270,7 @@ def describe_group(client: AdminClient, group: str) -> dict:
         code = error_code(g.error_code)
         if code == ErrorCode.none:
             return {
-                "group": group,
-                "type": "consumer",
-                "state": g.group_state,
-                "coordinator": coordinator,
-                "group_epoch": g.group_epoch,
-                "assignment_epoch": g.assignment_epoch,
-                "assignor": g.assignor_name,
+                **modern_group(group, "consumer", g, coordinator),
                 "members": [
                     {
                         "member_id": m.member_id,
@@ -295,6 +290,8 @@ def describe_group(client: AdminClient, group: str) -> dict:
             }
         if code not in (ErrorCode.group_id_not_found,):
             check(code, f"ConsumerGroupDescribe({group})", g.error_message)
+    if (share := describe_share_group(client, group, coordinator)) is not None:
+        return share
     _, resp = client.group_request(
         group, DESCRIBE_GROUPS, lambda v: {"groups": [group], "include_authorized_operations": False}, lambda r: r.groups[0].error_code
     )

@@ -37,14 +37,18 @@ class GroupConfig:
     group_consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
     group_consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy
+    group_share_session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
+    group_share_heartbeat_interval_ms: int = 5_000  # group.share.heartbeat.interval.ms
+    group_share_max_size: int = 200  # group.share.max.size
+    group_share_assignment_interval_ms: int = 1_000  # group.share.assignment.interval.ms (KIP-1263, 4.3+)
+    group_share_initialize_retry_interval_ms: int = 30_000  # group.share.initialize.retry.interval.ms
     # per-group configs set by AlterConfigs (KIP-848): group id -> {Kafka group config name: value};
     # the cluster's dict itself (Cluster.group_configs), so a change applies at the next heartbeat
     group_overrides: dict = field(default_factory=dict, repr=False)
 
     def consumer_session_timeout_ms(self, group_id: str) -> int:
         """``consumer.session.timeout.ms`` of the group, else group.consumer.session.timeout.ms."""
-        value = self.group_overrides.get(group_id, {}).get("consumer.session.timeout.ms") if self.group_overrides else None
-        return int(value) if value is not None else self.group_consumer_session_timeout_ms
+        return self._group_int(group_id, "consumer.session.timeout.ms", self.group_consumer_session_timeout_ms)
 
     def consumer_assignment_interval_ms(self, group_id: str) -> int:
         """``consumer.assignment.interval.ms`` of the group, else group.consumer.assignment.interval.ms."""
@@ -53,8 +57,46 @@ class GroupConfig:
 
     def consumer_heartbeat_interval_ms(self, group_id: str) -> int:
         """``consumer.heartbeat.interval.ms`` of the group, else group.consumer.heartbeat.interval.ms."""
-        value = self.group_overrides.get(group_id, {}).get("consumer.heartbeat.interval.ms") if self.group_overrides else None
-        return int(value) if value is not None else self.group_consumer_heartbeat_interval_ms
+        return self._group_int(group_id, "consumer.heartbeat.interval.ms", self.group_consumer_heartbeat_interval_ms)
+
+
+    def _group_int(self, group_id: str, name: str, default: int) -> int:
+        value = self.group_overrides.get(group_id, {}).get(name) if self.group_overrides else None
+        return int(value) if value is not None else default
+
+    def share_session_timeout_ms(self, group_id: str) -> int:
+        """``share.session.timeout.ms`` of the group, else group.share.session.timeout.ms."""
+        return self._group_int(group_id, "share.session.timeout.ms", self.group_share_session_timeout_ms)
+
+    def share_heartbeat_interval_ms(self, group_id: str) -> int:
+        """``share.heartbeat.interval.ms`` of the group, else group.share.heartbeat.interval.ms."""
+        return self._group_int(group_id, "share.heartbeat.interval.ms", self.group_share_heartbeat_interval_ms)
+
+    def share_assignment_interval_ms(self, group_id: str) -> int:
+        """``share.assignment.interval.ms`` of the group, else group.share.assignment.interval.ms."""
+        return self._group_int(group_id, "share.assignment.interval.ms", self.group_share_assignment_interval_ms)
+
+
+class ShardPart:
+    """One kind of group's logic on a shard (consumer, share): shortcuts to the shard it runs on."""
+
+    def __init__(self, shard) -> None:
+        self.shard = shard
+        self.config = shard.config
+
+    @property
+    def timers(self):
+        return self.shard.timers
+
+    @property
+    def groups(self) -> dict:
+        return self.shard.groups
+
+    def now(self) -> int:
+        return self.shard.now_ms()
+
+    def _emit(self, key, value) -> None:
+        self.shard.emit(key, value)
 
 
 @dataclass
@@ -74,6 +116,7 @@ class Result:
     ``producer`` (producer id, epoch) makes the records a transactional batch of
     that producer (TxnOffsetCommit); ``marker`` (producer id, epoch, coordinator
     epoch, commit) is a COMMIT or ABORT control batch written after them.
+    ``extra`` is data for the service alone (never part of the answer).
     """
 
     records: list = field(default_factory=list)
@@ -83,6 +126,7 @@ class Result:
     on_failure: Callable[[ErrorCode], None] | None = None
     producer: tuple[int, int] | None = None
     marker: tuple[int, int, int, bool] | None = None
+    extra: Any = None  # data for the service alone, never the client's (DeleteGroups: share state to delete)
 
 
 @dataclass(slots=True)

@@ -39,7 +39,7 @@ from .assignors import ASSIGNORS, GroupSpec, MemberSubscription, UniformAssignor
 from .assignors.uniform import rebalance_homogeneous
 from .classic_group import EMPTY as CLASSIC_EMPTY
 from .classic_group import ClassicGroup
-from .common import CoordinatorError, Result
+from .common import CoordinatorError, Result, ShardPart
 from .consumer_group import (
     STABLE,
     UNRELEASED_PARTITIONS,
@@ -115,26 +115,8 @@ class HeartbeatParams:
     client_host: str
 
 
-class ConsumerGroups:
-    def __init__(self, shard) -> None:
-        self.shard = shard
-        self.config = shard.config
-
-    @property
-    def timers(self):
-        return self.shard.timers
-
-    @property
-    def groups(self) -> dict:
-        return self.shard.groups
-
-    def now(self) -> int:
-        return self.shard.now_ms()
-
+class ConsumerGroups(ShardPart):
     # ================================================================ records
-    def _emit(self, key, value) -> None:
-        self.shard.emit(key, value)
-
     def write_target_epoch(self, group: ConsumerGroup, epoch: int) -> None:
         self._emit(ConsumerGroupTargetAssignmentMetadataKey(group.group_id), ConsumerGroupTargetAssignmentMetadataValue(epoch))
 

@@ -33,16 +33,18 @@ CONSUMER_KEYS = (
 )
 
 
-def _group(groups: dict, group_id: str) -> ConsumerGroup:
+def replayed_group(groups: dict, group_id: str, cls=ConsumerGroup):
+    """The group of ``cls`` a record of ``group_id`` replays into. A missing group, or an empty classic
+    one (offsets replayed before the group's own records), is replaced by a new one; any other kind of
+    group means a corrupt log."""
     group = groups.get(group_id)
-    if isinstance(group, ConsumerGroup):
+    if isinstance(group, cls):
         return group
-    # a missing group, or an empty classic one (offsets replayed before the
-    # conversion records): the consumer group takes its place
     if group is not None and not (isinstance(group, ClassicGroup) and not group.members):
-        raise ValueError(f"group {group_id} is a non-empty classic group")
-    group = groups[group_id] = ConsumerGroup(group_id)
+        raise ValueError(f"group {group_id} is not a {cls.protocol_type} group")
+    group = groups[group_id] = cls(group_id)
     return group
+
 
 
 def replay_consumer(groups: dict, key, value) -> None:
@@ -70,7 +72,7 @@ def replay_consumer(groups: dict, key, value) -> None:
             group.assignment_epoch = INITIAL_GROUP_EPOCH
             group.assignment_timestamp = 0
         return
-    group = _group(groups, gid)
+    group = replayed_group(groups, gid)
     if isinstance(key, ConsumerGroupMetadataKey):
         group.group_epoch = value.epoch
         group.metadata_hash = value.metadata_hash

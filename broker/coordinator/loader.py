@@ -55,7 +55,7 @@ from protocol.records import CONTROL_COMMIT, key_value_at, parse_control_key, re
 
 from .classic_group import ClassicGroup
 from .consumer_group import STABLE
-from .consumer_replay import _group as consumer_group
+from .consumer_replay import replayed_group as consumer_group
 
 TXN, MARKER = "txn", "marker"  # ops besides runs.scan's: a transactional offset record, a transaction's marker
 

@@ -31,6 +31,7 @@ from .events import EventPublisher
 from .offsets import CommitPartition
 from .placement import partition_for
 from .runtime import ACTIVE, LOADING, LoopWatch, ShardRuntime
+from .share import ShareHeartbeatParams
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -86,6 +87,11 @@ def leave_op(group_id: str, members: list[tuple[str, str | None, str | None]]):
 log = get_logger("coordinator")
 
 
+def _with_extra(result: Result) -> Result:
+    result.response = (result.response, result.extra)
+    return result
+
+
 class GroupCoordinator:
     def __init__(self, cluster, config: GroupConfig, *, fsync_always: bool) -> None:
         self.cluster = cluster
@@ -95,6 +101,8 @@ class GroupCoordinator:
         self._load_task: asyncio.Task | None = None
         self.loaded = asyncio.Event()
         self.watch: LoopWatch | None = None
+        self._share_state = None  # the share-state hook (see share_state)
+        self._share_tasks: set[asyncio.Task] = set()
 
     @property
     def num_partitions(self) -> int:
@@ -118,6 +126,8 @@ class GroupCoordinator:
             )
             for p in topic.partitions
         ]
+        for runtime in self.shards:
+            runtime.shard.share_state_hook = self._share_state is not None
         self._load_task = asyncio.get_running_loop().create_task(self._load_all())
 
     async def _load_all(self) -> None:
@@ -193,6 +203,57 @@ class GroupCoordinator:
     async def consumer_group_heartbeat(self, params: HeartbeatParams) -> dict:
         return await self._write(params.group_id, lambda shard: shard.consumer.heartbeat(params))
 
+    # ================================================================ share groups (KIP-932)
+    @property
+    def share_state(self):
+        """The share-state hook (``share_init.py``): an object with ``async initialize(group_id,
+        group_epoch, {topic_id: [partitions]})`` and ``async delete(group_id, {topic_id: [partitions]})``,
+        or None (share partitions count as initialized at once)."""
+        return self._share_state
+
+    @share_state.setter
+    def share_state(self, hook) -> None:
+        self._share_state = hook
+        for runtime in self.shards:
+            runtime.shard.share_state_hook = hook is not None
+
+    async def share_group_heartbeat(self, params: ShareHeartbeatParams) -> dict:
+        answer, initialize = await self._write(params.group_id, lambda shard: shard.share.heartbeat(params))
+        if initialize is not None and self._share_state is not None:
+            task = asyncio.get_running_loop().create_task(self._initialize_share_state(*initialize))
+            self._share_tasks.add(task)
+            task.add_done_callback(self._share_tasks.discard)
+        return answer
+
+    async def _initialize_share_state(self, group_id: str, group_epoch: int, partitions: dict) -> None:
+        """Kafka's persister.initializeState, then the partitions' move to initialized (or back)."""
+        hook = self._share_state
+        try:
+            await hook.initialize(group_id, group_epoch, partitions)
+        except Exception as exc:  # noqa: BLE001 - whatever the hook raised, the partitions are retried later
+            log.warning("share state initialization failed", group=group_id, error=repr(exc))
+            op = lambda shard: shard.share.init.uninitialized(group_id, partitions)  # noqa: E731
+        else:
+            op = lambda shard: shard.share.init.initialized(group_id, partitions)  # noqa: E731
+        try:
+            await self._write(group_id, op)
+        except CoordinatorError as exc:
+            log.warning("share state initialization not recorded", group=group_id, error=exc.code.name)
+
+    async def _delete_share_state(self, deleted: dict) -> None:
+        hook = self._share_state
+        if hook is None:
+            return
+        for group_id, partitions in deleted.items():
+            try:
+                await hook.delete(group_id, partitions)
+            except Exception as exc:  # noqa: BLE001 - the group is gone either way, as in Kafka
+                log.warning("share state deletion failed", group=group_id, error=repr(exc))
+
+    async def share_group_describe(self, group_id: str):
+        """The group object as it stands (a ShareGroup, another kind, or None)."""
+        return await self._read(group_id, lambda shard: shard.groups.get(group_id))
+
     async def offset_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int,
                             retention_ms: int, partitions: list[CommitPartition]) -> list[tuple[str, int, ErrorCode]]:
         return await self._write(
@@ -243,9 +304,13 @@ class GroupCoordinator:
         results: dict[str, ErrorCode] = {}
         for ids in by_shard.values():
             try:
-                results.update(dict(await self._write(ids[0], lambda shard, ids=ids: shard.delete_groups(ids))))
+                answer, share_state = await self._write(ids[0], lambda shard, ids=ids: _with_extra(shard.delete_groups(ids)))
             except CoordinatorError as exc:
                 results.update({gid: exc.code for gid in ids})
+                continue
+            results.update(dict(answer))
+            if share_state:
+                await self._delete_share_state(share_state)
         return results
 
     async def describe_group(self, group_id: str):

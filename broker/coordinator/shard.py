@@ -36,6 +36,8 @@ from .consumer import ConsumerGroups
 from .consumer_group import ConsumerGroup
 from .consumer_replay import CONSUMER_KEYS, consumer_undo, replay_consumer
 from .migration import Migration
+from .share import ShareGroups
+from .share_group import SHARE_KEYS, ShareGroup, replay_share, share_undo
 from .classic_group import DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
 from .common import TIMER, GroupConfig, GroupEvent, Result, Timers, merge_results
 from .offsets import (
@@ -135,6 +137,9 @@ class GroupShard:
         self.metadata = metadata if metadata is not None else _EmptyMetadata()
         self.consumer = ConsumerGroups(self)
         self.migration = Migration(self)
+        self.share = ShareGroups(self)
+        # the broker has a share-state hook (share_init.py): partitions wait for its initialization
+        self.share_state_hook = False
         self.skipped_records = 0
 
     # ================================================================ replay
@@ -159,6 +164,8 @@ class GroupShard:
                 self.groups[key.group] = ClassicGroup.from_record(key.group, value)
         elif isinstance(key, CONSUMER_KEYS):
             replay_consumer(self.groups, key, value)
+        elif isinstance(key, SHARE_KEYS):
+            replay_share(self.groups, key, value)
 
     def replay_marker(self, producer_id: int, commit: bool) -> list:
         """Apply a COMMIT or ABORT marker of ``producer_id``: the offset records its transaction made
@@ -263,6 +270,8 @@ class GroupShard:
             return _STATE, group, group.state if group is not None else None
         if isinstance(key, CONSUMER_KEYS):
             return _UNDO, key, consumer_undo(self.groups, key)
+        if isinstance(key, SHARE_KEYS):
+            return _UNDO, key, share_undo(self.groups, key)
         return _RECORD, key, None
 
     def _rollback(self, journal: list) -> None:
@@ -293,6 +302,8 @@ class GroupShard:
         for group in list(self.groups.values()):
             if isinstance(group, ConsumerGroup):
                 self.consumer.on_loaded(group)
+            elif isinstance(group, ShareGroup):
+                self.share.on_loaded(group)
             else:
                 out += self.classic.on_loaded(group)
         self.timers.schedule(RETENTION_TIMER, self.config.offsets_retention_check_interval_ms, self._retention_tick)
@@ -327,7 +338,9 @@ class GroupShard:
     def offset_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int,
                       retention_ms: int, partitions: list[CommitPartition]) -> Result:
         group = self.groups.get(group_id)
-        if isinstance(group, ConsumerGroup):
+        if isinstance(group, ShareGroup):  # as Kafka: "Group g is not a consumer group."
+            error = ErrorCode.group_id_not_found
+        elif isinstance(group, ConsumerGroup):
             error = validate_consumer_commit(group, version=version, epoch=generation, member_id=member_id,
                                              partitions=partitions, metadata_limit=self.config.offset_metadata_max_bytes, topic_id=self._topic_id)
         else:
@@ -361,7 +374,9 @@ class GroupShard:
                           producer_id: int, producer_epoch: int, partitions: list[CommitPartition]) -> Result:
         """TxnOffsetCommit: the offsets wait in the producer's transaction until its marker."""
         group = self.groups.get(group_id)
-        if isinstance(group, ConsumerGroup):
+        if isinstance(group, ShareGroup):
+            error = ErrorCode.group_id_not_found
+        elif isinstance(group, ConsumerGroup):
             error = validate_consumer_commit(group, version=version, epoch=generation, member_id=member_id, transactional=True,
                                              partitions=partitions, metadata_limit=self.config.offset_metadata_max_bytes, topic_id=self._topic_id)
         else:
@@ -431,6 +446,8 @@ class GroupShard:
         group = self.groups.get(group_id)
         if group is None or group.state == DEAD:
             return Result(response=(ErrorCode.group_id_not_found, []))
+        if isinstance(group, ShareGroup):
+            return Result(response=(ErrorCode.group_id_not_found, []))
         if group.state != EMPTY and group.protocol_type != "consumer":
             return Result(response=(ErrorCode.non_empty_group, []))
         offsets = self.offsets.latest.get(group_id, {})
@@ -451,7 +468,10 @@ class GroupShard:
         return None if group is None or group.state == DEAD else group
 
     def delete_groups(self, group_ids: list[str]) -> Result:
+        """Result.response: the (group id, error) answers; Result.extra: the share-partition
+        state deleted share groups leave, {group id: {topic id: [partitions]}} (for the hook)."""
         answer = []
+        share_state: dict = {}
         for gid in group_ids:
             group = self.groups.get(gid)
             if group is None or group.state == DEAD:
@@ -465,14 +485,20 @@ class GroupShard:
                 doomed += [tp for tp in self.offsets.pending_partitions(gid) if tp not in self.offsets.latest.get(gid, {})]
             for topic, partition in doomed:
                 self.emit(*offset_record(gid, topic, partition, None))
+            if isinstance(group, ShareGroup):
+                held = self.share.init.held_partitions(group)
+                if held:
+                    share_state[gid] = held
             self._write_group_tombstones(group)
             answer.append((gid, ErrorCode.none))
             self.event("group deleted", gid)
-        return Result(response=answer)
+        return Result(response=answer, extra=share_state or None)
 
     def _write_group_tombstones(self, group) -> None:
         if isinstance(group, ConsumerGroup):
             self.consumer.delete_group_records(group)
+        elif isinstance(group, ShareGroup):
+            self.share.delete_group_records(group)
         else:
             self.emit(*group.tombstone())
 
@@ -485,6 +511,8 @@ class GroupShard:
         now = self.now_ms()
         removed_groups = []
         for gid, group in list(self.groups.items()):
+            if isinstance(group, ShareGroup):
+                continue  # as Kafka: share groups are not expired
             offsets = self.offsets.latest.get(gid, {})
             if isinstance(group, ConsumerGroup):
                 expired = expired_consumer_offsets(group, offsets, now, self.config.offsets_retention_ms)

@@ -52,6 +52,8 @@ _TABLE = (
     ("delete_groups", 42, "DeleteGroups", (0, 2)),
     ("consumer_group_heartbeat", 68, "ConsumerGroupHeartbeat", (0, 1)),
     ("consumer_group_describe", 69, "ConsumerGroupDescribe", (0, 1)),
+    ("share_group_heartbeat", 76, "ShareGroupHeartbeat", (1, 1)),
+    ("share_group_describe", 77, "ShareGroupDescribe", (1, 1)),
     ("add_partitions_to_txn", 24, "AddPartitionsToTxn", (0, 5)),
     ("add_offsets_to_txn", 25, "AddOffsetsToTxn", (0, 4)),
     ("end_txn", 26, "EndTxn", (0, 5)),
@@ -71,6 +73,16 @@ _TABLE = (
     ("incremental_alter_configs", 44, "IncrementalAlterConfigs", (0, 1)),
     ("describe_log_dirs", 35, "DescribeLogDirs", (1, 4)),
     ("elect_leaders", 43, "ElectLeaders", (0, 2)),
+    ("share_fetch", 78, "ShareFetch", (1, 2)),
+    ("share_acknowledge", 79, "ShareAcknowledge", (1, 2)),
+    ("initialize_share_group_state", 83, "InitializeShareGroupState", (0, 0)),
+    ("read_share_group_state", 84, "ReadShareGroupState", (0, 0)),
+    ("write_share_group_state", 85, "WriteShareGroupState", (0, 1)),
+    ("delete_share_group_state", 86, "DeleteShareGroupState", (0, 0)),
+    ("read_share_group_state_summary", 87, "ReadShareGroupStateSummary", (0, 1)),
+    ("describe_share_group_offsets", 90, "DescribeShareGroupOffsets", (0, 1)),
+    ("alter_share_group_offsets", 91, "AlterShareGroupOffsets", (0, 0)),
+    ("delete_share_group_offsets", 92, "DeleteShareGroupOffsets", (0, 0)),
 )
 _MODULES = tuple(row[0] for row in _TABLE)
 

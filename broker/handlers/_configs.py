@@ -12,6 +12,7 @@ each use).
 from __future__ import annotations
 
 import functools
+import re
 
 from protocol.errors import ErrorCode
 
@@ -57,6 +58,10 @@ _INT_GROUP = {
     "share.session.timeout.ms": (45_000, 1, (45_000, 60_000), "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
     "share.heartbeat.interval.ms": (5_000, 1, (5_000, 15_000), "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
     "share.record.lock.duration.ms": (30_000, 1000, (15_000, 60_000), "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms"),
+    # Kafka 4.4's further share-group configs (KIP-932, KIP-1263)
+    "share.delivery.count.limit": (5, 2, (2, 10), "group.share.min.delivery.count.limit", "group.share.max.delivery.count.limit"),
+    "share.partition.max.record.locks": (2000, 100, (100, 4000), "group.share.min.partition.max.record.locks", "group.share.max.partition.max.record.locks"),
+    "share.assignment.interval.ms": (1000, 0, (0, 15_000), "group.share.min.assignment.interval.ms", "group.share.max.assignment.interval.ms"),
     "streams.session.timeout.ms": (45_000, 1, (45_000, 60_000), "group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms"),
     "streams.heartbeat.interval.ms": (5_000, 1, (5_000, 15_000), "group.streams.min.heartbeat.interval.ms", "group.streams.max.heartbeat.interval.ms"),
     "streams.num.standby.replicas": (0, 0, (0, 2), None, "group.streams.max.standby.replicas"),
@@ -65,7 +70,19 @@ _STRING_GROUP = {
     "share.auto.offset.reset": ("latest", ("latest", "earliest")),
     "share.isolation.level": ("read_uncommitted", ("read_committed", "read_uncommitted")),
 }
-GROUP_CONFIG_NAMES = tuple(sorted((*_INT_GROUP, *_STRING_GROUP)))
+# share.assignor.offload.enable is accepted and reported at Kafka's default; kafkalite computes a share
+# group's assignment in the heartbeat that needs it either way (Kafka's behaviour with it false)
+_BOOLEAN_GROUP = {"consumer.assignor.offload.enable": "true", "share.renew.acknowledge.enable": "true", "share.assignor.offload.enable": "true"}
+GROUP_CONFIG_NAMES = tuple(sorted((*_INT_GROUP, *_STRING_GROUP, *_BOOLEAN_GROUP)))
+# the group configs whose broker-level value is a kafkalite setting: group config -> setting
+_BROKER_LEVEL = {
+    "consumer.session.timeout.ms": "group_consumer_session_timeout_ms",
+    "consumer.heartbeat.interval.ms": "group_consumer_heartbeat_interval_ms",
+    "consumer.assignment.interval.ms": "group_consumer_assignment_interval_ms",
+    "share.session.timeout.ms": "group_share_session_timeout_ms",
+    "share.heartbeat.interval.ms": "group_share_heartbeat_interval_ms",
+    "share.assignment.interval.ms": "group_share_assignment_interval_ms",
+}
 # (session timeout, heartbeat interval) pairs Kafka checks against each other
 _PAIRS = (("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"), ("share.session.timeout.ms", "share.heartbeat.interval.ms"),
           ("streams.session.timeout.ms", "streams.heartbeat.interval.ms"))
@@ -75,24 +92,25 @@ def group_defaults(config) -> dict[str, str]:
     """Every group config's broker-level value (Kafka's extractGroupConfigMap)."""
     out = {name: str(d[0]) for name, d in _INT_GROUP.items()}
     out.update({name: d[0] for name, d in _STRING_GROUP.items()})
-    out["consumer.session.timeout.ms"] = str(config.group_consumer_session_timeout_ms)
-    out["consumer.heartbeat.interval.ms"] = str(config.group_consumer_heartbeat_interval_ms)
-    out["consumer.assignment.interval.ms"] = str(config.group_consumer_assignment_interval_ms)
+    out.update(_BOOLEAN_GROUP)
+    for name, setting in _BROKER_LEVEL.items():
+        out[name] = str(getattr(config, setting))
     return out
 
 
 def group_builtin_default(name: str) -> str:
     """A group config's own default (GroupConfig's), before any broker setting."""
     d = _INT_GROUP.get(name)
-    return str(d[0]) if d is not None else _STRING_GROUP[name][0]
+    if d is not None:
+        return str(d[0])
+    return _BOOLEAN_GROUP[name] if name in _BOOLEAN_GROUP else _STRING_GROUP[name][0]
 
 
 def _bounds(name: str, config) -> tuple[int, int]:
     lo, hi = _INT_GROUP[name][2]
-    own = {"consumer.session.timeout.ms": config.group_consumer_session_timeout_ms,
-           "consumer.heartbeat.interval.ms": config.group_consumer_heartbeat_interval_ms,
-           "consumer.assignment.interval.ms": config.group_consumer_assignment_interval_ms}.get(name)
-    if own is not None:
+    setting = _BROKER_LEVEL.get(name)
+    if setting is not None:
+        own = getattr(config, setting)
         lo, hi = min(lo, own), max(hi, own)
     return lo, hi
 
@@ -102,12 +120,18 @@ def check_group_configs(props: dict[str, str], config) -> None:
     broker-level bounds and session > heartbeat, the values not set taken from the broker
     (``props`` is the group's whole set); raises ConfigError(INVALID_CONFIG)."""
     for name in props:
-        if name not in _INT_GROUP and name not in _STRING_GROUP:
+        if name not in _INT_GROUP and name not in _STRING_GROUP and name not in _BOOLEAN_GROUP:
             raise ConfigError(ErrorCode.invalid_config, f"Unknown group config name: {name}")
     # the group's values over the broker-level ones, as Kafka 4.x checks them
     broker_level = group_defaults(config)
     values: dict[str, int] = {name: int(broker_level[name]) for name in _INT_GROUP}
     for name, raw in props.items():
+        if name in _BOOLEAN_GROUP:
+            if raw.strip().lower() not in ("true", "false"):
+                raise ConfigError(ErrorCode.invalid_config, f"Invalid value {raw} for configuration {name}: Expected value to be either true or false")
+            continue
+        if name == "share.auto.offset.reset" and _is_by_duration(raw):
+            continue
         if name in _STRING_GROUP:
             allowed = _STRING_GROUP[name][1]
             if raw.strip().lower() not in allowed:
@@ -135,7 +159,27 @@ def check_group_configs(props: dict[str, str], config) -> None:
 
 
 def group_config_type(name: str) -> int:
-    return STRING if name in _STRING_GROUP else INT
+    return STRING if name in _STRING_GROUP else BOOLEAN if name in _BOOLEAN_GROUP else INT
+
+
+_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", re.IGNORECASE)
+
+
+def _is_by_duration(raw: str) -> bool:
+    """``by_duration:<ISO-8601 duration>`` (PnDTnHnMn.nS, not negative): Kafka's third share.auto.offset.reset."""
+    head, _, duration = raw.strip().partition(":")
+    if head.lower() != "by_duration":
+        return False
+    m = _DURATION.fullmatch(duration.strip())
+    return m is not None and duration.strip().upper() not in ("P", "PT") and not duration.strip().upper().endswith("T")
+
+
+def by_duration_ms(raw: str) -> int | None:
+    """The milliseconds of a ``by_duration:<ISO-8601 duration>`` value, or None for another value."""
+    if not _is_by_duration(raw):
+        return None
+    d, h, m, sec = _DURATION.fullmatch(raw.strip().partition(":")[2].strip()).groups()
+    return int(((int(d or 0) * 24 + int(h or 0)) * 60 + int(m or 0)) * 60_000 + float(sec or 0) * 1000)
 
 
 # ----------------------------------------------------------------------------- broker

@@ -45,13 +45,17 @@ async def handle(ctx, req):
 
 # group.version 1 turns on the KIP-848 consumer protocol; transaction.version 2 is transactions V2
 # (KIP-890 part 2), which the Java client, franz-go and others use when it is finalized, as on a new
-# Kafka 4.x cluster. A level of 0 is not listed, as Kafka leaves out features at level 0.
+# Kafka 4.x cluster. share.version turns on KIP-932 share groups: a new Kafka 4.4 cluster (metadata
+# version 4.4-IV0) finalizes its latest production level, 2 (ShareVersion.SV_2; SV_1 came with 4.2),
+# and, as Kafka 4.4 does, lists it among the finalized features only, not the supported ones.
+# A level of 0 is not listed, as Kafka leaves out features at level 0.
+SHARE_VERSION = 2
 _SUPPORTED = [{"name": "group.version", "min_version": 0, "max_version": 1},
               {"name": "transaction.version", "min_version": 0, "max_version": 2}]
 
 
 def _finalized(transaction_version: int) -> list[dict]:
-    levels = {"group.version": 1, "transaction.version": transaction_version}
+    levels = {"group.version": 1, "share.version": SHARE_VERSION, "transaction.version": transaction_version}
     return [{"name": name, "min_version_level": level, "max_version_level": level} for name, level in levels.items() if level > 0]
 
 

@@ -1,10 +1,12 @@
 """FindCoordinator (10), v0-6.
 
 This broker coordinates every group and every transaction: the answer is
-always this node, for any key of type GROUP (0) or TRANSACTION (1); the first
-TRANSACTION key creates ``__transaction_state``.
-The address is that of the listener the client connected through.
-v4+ batch keys. SHARE keys (2) need v6 and are not served: INVALID_REQUEST.
+always this node, for any key of type GROUP (0), TRANSACTION (1) or SHARE (2);
+the first TRANSACTION key creates ``__transaction_state``, the first SHARE key
+``__share_group_state``. The address is that of the listener the client
+connected through. v4+ batch keys. As Kafka 4.4: a SHARE key needs v6
+(INVALID_REQUEST below) and CLUSTER_ACTION on the cluster, and must be a
+share-partition key ``groupId:topicId:partition`` (INVALID_REQUEST if not).
 """
 
 from protocol.errors import ErrorCode
@@ -15,7 +17,7 @@ from ..security.authorizer import Operation, ResourceType
 API_KEY = 10
 NAME = "FindCoordinator"
 VERSIONS = (0, 6)
-GROUP, TRANSACTION = 0, 1
+GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 
 def _answer(ctx, key: str, key_type: int) -> dict:
@@ -26,12 +28,32 @@ def _answer(ctx, key: str, key_type: int) -> dict:
         if key_type == TRANSACTION and not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
             return {"key": key, "error_code": ErrorCode.transactional_id_authorization_failed,
                     "error_message": "Transactional Id authorization failed." if ctx.version < 4 else None, "node_id": -1, "host": "", "port": -1}
+    if key_type == SHARE:
+        return _share(ctx, key, host, port)
     if key_type not in (GROUP, TRANSACTION):
         return {"key": key, "error_code": ErrorCode.invalid_request, "error_message": f"key type {key_type} is not served", "node_id": -1, "host": "", "port": -1}
     if key_type == GROUP and not key and ctx.version < 4:
         return {"key": key, "error_code": ErrorCode.invalid_request, "error_message": "empty group id", "node_id": -1, "host": "", "port": -1}
     if key_type == TRANSACTION:
         ctx.broker.transactions.ensure_started()  # __transaction_state is made on first use, as Kafka makes it
+    return {"key": key, "error_code": ErrorCode.none, "error_message": None, "node_id": ctx.cluster.node_id, "host": host, "port": port}
+
+
+def _share(ctx, key: str, host: str, port: int) -> dict:
+    from ..share.coordinator import parse_coordinator_key
+
+    def refused(error, message=None) -> dict:
+        return {"key": key, "error_code": error, "error_message": message, "node_id": -1, "host": "", "port": -1}
+
+    if ctx.version < 6:
+        return refused(ErrorCode.invalid_request)
+    if ctx.broker.authorizer is not None and not ctx.allowed_on_cluster(Operation.CLUSTER_ACTION):
+        return refused(ErrorCode.cluster_authorization_failed)
+    try:
+        parse_coordinator_key(key)
+    except ValueError:
+        return refused(ErrorCode.invalid_request)
+    ctx.broker.share_coordinator.ensure_started()
     return {"key": key, "error_code": ErrorCode.none, "error_message": None, "node_id": ctx.cluster.node_id, "host": host, "port": port}
 
 

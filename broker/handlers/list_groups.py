@@ -3,6 +3,7 @@
 from protocol.errors import ErrorCode
 
 from ..coordinator.consumer_group import ConsumerGroup
+from ..coordinator.share_group import ShareGroup
 from ..coordinator.common import CoordinatorError
 from ._groups import coordinator
 
@@ -27,7 +28,7 @@ async def handle(ctx, req):
     for g in found:
         if visible is not None and not visible(g.group_id):
             continue
-        kind = "consumer" if isinstance(g, ConsumerGroup) else "classic"
+        kind = "consumer" if isinstance(g, ConsumerGroup) else "share" if isinstance(g, ShareGroup) else "classic"
         if states and g.state.lower() not in states:
             continue
         if types and kind not in types:

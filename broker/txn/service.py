@@ -52,6 +52,51 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+async def replay_log(plog, replay, chunk: int = _LOAD_CHUNK, *, with_offset: bool = False) -> int:
+    """Hand every keyed record of a coordinator partition's log to ``replay(key, value)`` (with
+    ``with_offset``, ``replay(key, value, base offset of its batch)``), in order, yielding to the
+    loop between chunks (control batches carry none); returns how many."""
+    offset = plog.log_start_offset
+    records = 0
+    while offset < plog.log_end_offset:
+        data = plog.read(offset, chunk)
+        if not data:
+            break
+        for header, batch in split_batches(data, verify_crc=False):
+            if header.last_offset < offset:
+                continue
+            offset = header.last_offset + 1
+            if header.is_control:
+                continue
+            for key, value in iter_key_values(batch):
+                if key is not None:
+                    if with_offset:
+                        replay(key, value, header.base_offset)
+                    else:
+                        replay(key, value)
+                    records += 1
+        await asyncio.sleep(0)
+    return records
+
+
+def check_active(state: str, error: type[Exception] = CoordinatorError) -> None:
+    """A coordinator partition takes requests once loaded: COORDINATOR_LOAD_IN_PROGRESS before, NOT_COORDINATOR when it failed."""
+    if state == LOADING:
+        raise error(ErrorCode.coordinator_load_in_progress)
+    if state != ACTIVE:
+        raise error(ErrorCode.not_coordinator)
+
+
+async def load_all(runtimes: list, failure: str) -> None:
+    """Load a coordinator's partitions one after the other; one that fails is FAILED (NOT_COORDINATOR), the others load."""
+    for rt in runtimes:
+        try:
+            await rt.load()
+        except Exception:  # noqa: BLE001 - one bad partition must not stop the others
+            rt.state = FAILED
+            log.exception(failure, partition=rt.partition.index)
+
+
 class TxnRuntime:
     """One ``__transaction_state`` partition: its shard, its appends and its completions."""
 
@@ -64,24 +109,7 @@ class TxnRuntime:
 
     async def load(self) -> None:
         self.state = LOADING
-        plog = self.partition.log
-        offset = plog.log_start_offset
-        records = 0
-        while offset < plog.log_end_offset:
-            data = plog.read(offset, _LOAD_CHUNK)
-            if not data:
-                break
-            for header, batch in split_batches(data, verify_crc=False):
-                if header.last_offset < offset:
-                    continue
-                offset = header.last_offset + 1
-                if header.is_control:
-                    continue
-                for key, value in iter_key_values(batch):
-                    if key is not None:
-                        self.shard.replay_bytes(key, value)
-                        records += 1
-            await asyncio.sleep(0)
+        records = await replay_log(self.partition.log, self.shard.replay_bytes)
         self.state = ACTIVE
         for completion in self.shard.on_loaded(_now_ms()):
             self._complete_later(completion)
@@ -89,10 +117,7 @@ class TxnRuntime:
             log.info("transaction state loaded", partition=self.partition.index, records=records, transactional_ids=len(self.shard.txns))
 
     def check(self) -> None:
-        if self.state == LOADING:
-            raise CoordinatorError(ErrorCode.coordinator_load_in_progress)
-        if self.state != ACTIVE:
-            raise CoordinatorError(ErrorCode.not_coordinator)
+        check_active(self.state)
 
     def write(self, op: Callable[[TxnShard], TxnResult]):
         """Run ``op``, append its records (durable under the broker's fsync policy), start its
@@ -203,12 +228,7 @@ class TransactionCoordinator:
         self._arm()
 
     async def _load_all(self) -> None:
-        for rt in self.runtimes:
-            try:
-                await rt.load()
-            except Exception:  # noqa: BLE001 - one bad partition must not stop the others
-                rt.state = FAILED
-                log.exception("transaction state partition failed to load", partition=rt.partition.index)
+        await load_all(self.runtimes, "transaction state partition failed to load")
 
     def _arm(self) -> None:
         interval = self.config.abort_timed_out_transaction_cleanup_interval_ms / 1000

@@ -23,6 +23,7 @@ type  key                                         value versions
 7     ConsumerGroupTargetAssignmentMemberKey      0 (flexible)
 8     ConsumerGroupCurrentMemberAssignmentKey     0 (flexible)
 16    ConsumerGroupRegularExpressionKey           0 (flexible)
+10-15 the KIP-932 share-group records           0 (flexible; see :mod:`.share`)
 ====  ==========================================  ===========================
 
 Any other type decodes to :class:`UnknownRecordType` (a loader skips those
@@ -38,7 +39,8 @@ hand-unrolled paths; everything else goes through a small reader/writer.
 
 Layout: :mod:`._codec` (record types, reader/writer, varints, caches,
 :class:`RecordFormatError`), :mod:`.classic` (offset commits and group
-metadata), :mod:`.consumer` (KIP-848 consumer-group records); this module
+metadata), :mod:`.consumer` (KIP-848 consumer-group records), :mod:`.share`
+(KIP-932 share-group records); this module
 holds the dispatch by record type / value class (``encode_key``,
 ``decode_key``, ``encode_value``, ``encode_value_version``,
 ``decode_value``) and :data:`VALUE_VERSIONS`.
@@ -48,7 +50,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import _codec, classic, consumer
+from . import _codec, classic, consumer, share
 from ._codec import (
     _DECODE_ERRORS,
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
@@ -61,6 +63,12 @@ from ._codec import (
     GROUP_METADATA,
     LEGACY_OFFSET_COMMIT,
     OFFSET_COMMIT,
+    SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    SHARE_GROUP_MEMBER_METADATA,
+    SHARE_GROUP_METADATA,
+    SHARE_GROUP_STATE_PARTITION_METADATA,
+    SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
     _dec_key_group,
     _dec_key_two,
     _fail,
@@ -107,6 +115,23 @@ from .consumer import (
     TopicPartitions,
     _check_v0,
 )
+from .share import (
+    ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupCurrentMemberAssignmentValue,
+    ShareGroupMemberMetadataKey,
+    ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey,
+    ShareGroupMetadataValue,
+    ShareGroupStatePartitionMetadataKey,
+    ShareGroupStatePartitionMetadataValue,
+    ShareGroupTargetAssignmentMemberKey,
+    ShareGroupTargetAssignmentMemberValue,
+    ShareGroupTargetAssignmentMetadataKey,
+    ShareGroupTargetAssignmentMetadataValue,
+    ShareTopicPartitions,
+    TopicInfo,
+    TopicPartitionsInfo,
+)
 
 # Bound by assignment, not imported by name, because the code below calls their
 # methods: CPython 3.11 compiles ``name.method(...)`` on an imported name as an
@@ -116,8 +141,9 @@ _I16 = _codec._I16
 _I16I16 = _codec._I16I16
 _I32 = _codec._I32
 _offset_key_cache = classic._offset_key_cache
-_CG_ENCODERS = consumer._CG_ENCODERS
-_CG_DECODERS = consumer._CG_DECODERS
+# the version-0-only flexible values of the KIP-848 and KIP-932 records
+_CG_ENCODERS = {**consumer._CG_ENCODERS, **share._SG_ENCODERS}
+_CG_DECODERS = {**consumer._CG_DECODERS, **share._SG_DECODERS}
 
 __all__ = [
     "ClassicMemberMetadata",
@@ -143,6 +169,21 @@ __all__ = [
     "OffsetCommitValue",
     "PartitionMetadata",
     "RecordFormatError",
+    "ShareGroupCurrentMemberAssignmentKey",
+    "ShareGroupCurrentMemberAssignmentValue",
+    "ShareGroupMemberMetadataKey",
+    "ShareGroupMemberMetadataValue",
+    "ShareGroupMetadataKey",
+    "ShareGroupMetadataValue",
+    "ShareGroupStatePartitionMetadataKey",
+    "ShareGroupStatePartitionMetadataValue",
+    "ShareGroupTargetAssignmentMemberKey",
+    "ShareGroupTargetAssignmentMemberValue",
+    "ShareGroupTargetAssignmentMetadataKey",
+    "ShareGroupTargetAssignmentMetadataValue",
+    "ShareTopicPartitions",
+    "TopicInfo",
+    "TopicPartitionsInfo",
     "TopicMetadata",
     "TopicPartitions",
     "UnknownRecordType",
@@ -174,6 +215,7 @@ VALUE_VERSIONS: dict[type, tuple[int, int]] = {
     ConsumerGroupTargetAssignmentMemberValue: (0, 0),
     ConsumerGroupCurrentMemberAssignmentValue: (0, 0),
     ConsumerGroupRegularExpressionValue: (0, 0),
+    **{cls: (0, 0) for cls in share._SG_ENCODERS},
 }
 
 
@@ -204,13 +246,31 @@ def encode_key(key) -> bytes:
         return _key_two_strings(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, key.group_id, key.member_id)
     if cls is ConsumerGroupRegularExpressionKey:
         return _key_two_strings(CONSUMER_GROUP_REGULAR_EXPRESSION, key.group_id, key.regular_expression)
+    enc = _SHARE_KEY_ENCODERS.get(cls)
+    if enc is not None:
+        return enc(key)
     if cls is UnknownRecordType:
         if key.data:
             return bytes(key.data)
         raise TypeError(f"cannot encode a key of unknown record type {key.record_type} without its bytes")
     raise TypeError(f"not a __consumer_offsets record key: {key!r}")
 
+_SHARE_KEY_ENCODERS = {
+    ShareGroupMemberMetadataKey: lambda k: _key_two_strings(SHARE_GROUP_MEMBER_METADATA, k.group_id, k.member_id),
+    ShareGroupMetadataKey: lambda k: _key_group_only(SHARE_GROUP_METADATA, k.group_id),
+    ShareGroupTargetAssignmentMetadataKey: lambda k: _key_group_only(SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, k.group_id),
+    ShareGroupTargetAssignmentMemberKey: lambda k: _key_two_strings(SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, k.group_id, k.member_id),
+    ShareGroupCurrentMemberAssignmentKey: lambda k: _key_two_strings(SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, k.group_id, k.member_id),
+    ShareGroupStatePartitionMetadataKey: lambda k: _key_group_only(SHARE_GROUP_STATE_PARTITION_METADATA, k.group_id),
+}
+
 _KEY_DECODERS = {
+    SHARE_GROUP_MEMBER_METADATA: _dec_key_two(ShareGroupMemberMetadataKey),
+    SHARE_GROUP_METADATA: _dec_key_group(ShareGroupMetadataKey),
+    SHARE_GROUP_TARGET_ASSIGNMENT_METADATA: _dec_key_group(ShareGroupTargetAssignmentMetadataKey),
+    SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER: _dec_key_two(ShareGroupTargetAssignmentMemberKey),
+    SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT: _dec_key_two(ShareGroupCurrentMemberAssignmentKey),
+    SHARE_GROUP_STATE_PARTITION_METADATA: _dec_key_group(ShareGroupStatePartitionMetadataKey),
     GROUP_METADATA: _dec_key_group(GroupMetadataKey),
     CONSUMER_GROUP_METADATA: _dec_key_group(ConsumerGroupMetadataKey),
     CONSUMER_GROUP_PARTITION_METADATA: _dec_key_group(ConsumerGroupPartitionMetadataKey),

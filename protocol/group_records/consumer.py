@@ -341,25 +341,35 @@ def _dec_cg_target_member(r: _Reader) -> ConsumerGroupTargetAssignmentMemberValu
     return ConsumerGroupTargetAssignmentMemberValue(tps)
 
 
-def _enc_cg_current_assignment(v: ConsumerGroupCurrentMemberAssignmentValue) -> bytes:
+def write_member_assignment(v, pending: bool = True) -> bytes:
+    """A current member assignment value: MemberEpoch, PreviousMemberEpoch, State, AssignedPartitions
+    and (consumer groups) PartitionsPendingRevocation; the share-group record has no pending list."""
     w = _Writer(0)
     w.i32(v.member_epoch)
     w.i32(v.previous_member_epoch)
     w.i8(v.state)
     _write_topic_partitions(w, v.assigned_partitions)
-    _write_topic_partitions(w, v.partitions_pending_revocation)
+    if pending:
+        _write_topic_partitions(w, v.partitions_pending_revocation)
     w.tags()
     return w.done()
 
 
-def _dec_cg_current_assignment(r: _Reader) -> ConsumerGroupCurrentMemberAssignmentValue:
-    epoch = r.i32()
-    prev = r.i32()
-    state = r.i8()
-    assigned = _read_topic_partitions(r)
-    pending = _read_topic_partitions(r)
+def read_member_assignment(r: _Reader, pending: bool = True) -> tuple:
+    """(epoch, previous epoch, state, assigned[, pending]) of a current member assignment value."""
+    head = (r.i32(), r.i32(), r.i8(), _read_topic_partitions(r))
+    if pending:
+        head += (_read_topic_partitions(r),)
     r.tags()
-    return ConsumerGroupCurrentMemberAssignmentValue(epoch, prev, state, assigned, pending)
+    return head
+
+
+def _enc_cg_current_assignment(v: ConsumerGroupCurrentMemberAssignmentValue) -> bytes:
+    return write_member_assignment(v)
+
+
+def _dec_cg_current_assignment(r: _Reader) -> ConsumerGroupCurrentMemberAssignmentValue:
+    return ConsumerGroupCurrentMemberAssignmentValue(*read_member_assignment(r))
 
 
 def _enc_cg_regex(v: ConsumerGroupRegularExpressionValue) -> bytes:

@@ -41,6 +41,8 @@ from .registry import load_all
 CLASSIC_MIN_SESSION_MS = 1000
 CONSUMER_HEARTBEAT_MS = 500
 CONSUMER_SESSION_MS = 3000
+SHARE_HEARTBEAT_MS = 500
+SHARE_SESSION_MS = 3000
 
 TXN_ABORT_CHECK_MS = 200  # timed-out transactions are looked for this often (Kafka's default is 10 s)
 KAFKALITE_ARGS = (
@@ -54,6 +56,9 @@ KAFKALITE_ARGS = (
     "--num-partitions", "1",
     "--auto-create-topics", "true",
     "--set", f"transaction.abort.timed.out.transaction.cleanup.interval.ms={TXN_ABORT_CHECK_MS}",
+    "--set", f"group.share.heartbeat.interval.ms={SHARE_HEARTBEAT_MS}",
+    "--set", f"group.share.session.timeout.ms={SHARE_SESSION_MS}",
+    "--set", "group.share.assignment.interval.ms=0",
     "--log-level", "warning",
 )
 KAFKA_CONFIG = {
@@ -67,6 +72,10 @@ KAFKA_CONFIG = {
     "num.partitions": 1,
     "auto.create.topics.enable": "true",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": TXN_ABORT_CHECK_MS,
+    "group.share.heartbeat.interval.ms": SHARE_HEARTBEAT_MS,
+    "group.share.min.heartbeat.interval.ms": 100,
+    "group.share.session.timeout.ms": SHARE_SESSION_MS,
+    "group.share.min.session.timeout.ms": 1000,
 }
 # Kafka 4.2+ computes a consumer group's target assignment at most once per
 # group.consumer.assignment.interval.ms (1 s by default; 4.4 on a background thread), and so does
@@ -77,6 +86,12 @@ if tuple(int(x) for x in reference_kafka.KAFKA_MINOR.split(".")) >= (4, 2):
     KAFKA_CONFIG |= {
         "group.consumer.assignor.offload.enable": "false",
         "group.consumer.assignment.interval.ms": 0,
+    }
+# Kafka 4.3+ (KIP-1263) batches share-group target assignments the same way: off here too.
+if tuple(int(x) for x in reference_kafka.KAFKA_MINOR.split(".")) >= (4, 3):
+    KAFKA_CONFIG |= {
+        "group.share.assignor.offload.enable": "false",
+        "group.share.assignment.interval.ms": 0,
     }
 
 RESULTS: dict[str, dict] = {}  # scenario name -> result entry, filled by test_conformance
@@ -171,6 +186,10 @@ KAFKALITE_SETTINGS = {
     "num.partitions": 1,
     "auto.create.topics.enable": "true",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": TXN_ABORT_CHECK_MS,
+    "group.share.heartbeat.interval.ms": SHARE_HEARTBEAT_MS,
+    "group.share.min.heartbeat.interval.ms": 100,
+    "group.share.session.timeout.ms": SHARE_SESSION_MS,
+    "group.share.min.session.timeout.ms": 1000,
 }
 
 

@@ -35,9 +35,11 @@ AREAS = {
     "admin": "Describe / List / Delete / OffsetDelete / FindCoordinator",
     "txn": "Transactions: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, read_committed",
     "kip848": "KIP-848 ConsumerGroupHeartbeat / ConsumerGroupDescribe",
+    "share": "KIP-932 share groups: ShareGroupHeartbeat / ShareGroupDescribe and the group APIs on a share group id",
     "data": "Produce / Fetch / ListOffsets / versions / unknown topics",
     "sasl": "SaslHandshake / SaslAuthenticate on a PLAINTEXT listener, SCRAM credentials, ACL APIs without an authorizer",
     "configs": "AlterConfigs / IncrementalAlterConfigs / DescribeConfigs (topics, groups) / DeleteRecords / DescribeLogDirs / ElectLeaders",
+    "sharestate": "Share coordinator RPCs (Initialize/Read/Write/Delete/ReadSummary share-group state), FindCoordinator SHARE, share sessions",
 }
 
 
@@ -55,7 +57,7 @@ def scenario(area: str, listener: str | None = None):
 
 
 def load_all() -> dict[str, Scenario]:
-    from .scenarios import admin, classic, commit, configs, data, fetch, kip848, sasl, static, txn  # noqa: F401 - registration
+    from .scenarios import admin, classic, commit, configs, data, fetch, kip848, sasl, share, sharestate, static, txn  # noqa: F401 - registration
 
     return SCENARIOS
 

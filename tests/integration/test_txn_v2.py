@@ -169,7 +169,8 @@ async def test_txn_offset_commit_adds_the_offsets_partition():
 
 async def test_transaction_version_0_is_not_advertised():
     """The feature at level 0: clients see no transaction.version and use transactions V1."""
-    for level, expected in ((2, {"group.version": 1, "transaction.version": 2}), (0, {"group.version": 1})):
+    # share.version: finalized at 2 as on a new Kafka 4.4 cluster (share groups, KIP-932)
+    for level, expected in ((2, {"group.version": 1, "transaction.version": 2, "share.version": 2}), (0, {"group.version": 1, "share.version": 2})):
         async with Broker(transaction_version=level) as broker:
             client = await Client.open(broker.port)
             r = await client.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})

@@ -188,6 +188,22 @@ def _requests(topic: str, topic_id: uuid.UUID, group: str, version: int, batch: 
         60: {"include_cluster_authorized_operations": True, "endpoint_type": 1},
         68: {"group_id": f"consumer-{version}", "member_id": uuid.uuid4().hex if version >= 1 else "", "member_epoch": 0, "rebalance_timeout": 30_000, "subscribed_topic_names": [topic], "topic_partitions": []},
         69: {"group_ids": [f"consumer-{version}"], "include_authorized_operations": True},
+        76: {"group_id": f"share-{version}", "member_id": uuid.uuid4().hex[:22], "member_epoch": 0, "rack_id": None, "subscribed_topic_names": [topic]},
+        77: {"group_ids": [f"share-{version}", "nope"], "include_authorized_operations": True},
+        78: {"group_id": "share", "member_id": f"m-{version}", "share_session_epoch": 0, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+             "max_records": 10, "batch_size": 10, "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}],
+             "forgotten_topics_data": []},
+        79: {"group_id": "share", "member_id": f"m-{version}", "share_session_epoch": 1, "topics": [{"topic_id": topic_id, "partitions": [
+            {"partition_index": 0, "acknowledgement_batches": [{"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]}]}]},
+        83: {"group_id": group, "topics": [{"topic_id": topic_id, "partitions": [{"partition": 0, "state_epoch": 0, "start_offset": 0}]}]},
+        84: {"group_id": group.replace("84", "83"), "topics": [{"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 1}]}]},
+        85: {"group_id": group, "topics": [{"topic_id": topic_id, "partitions": [{"partition": 0, "state_epoch": 0, "leader_epoch": 0, "start_offset": 0,
+                                                                                 "state_batches": [{"first_offset": 0, "last_offset": 0, "delivery_state": 2, "delivery_count": 1}]}]}]},
+        86: {"group_id": group, "topics": [{"topic_id": topic_id, "partitions": [{"partition": 0}]}]},
+        87: {"group_id": group.replace("87", "83"), "topics": [{"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 0}]}]},
+        90: {"groups": [{"group_id": "g-83-0", "topics": None}, {"group_id": "g-83-0", "topics": [{"topic_name": topic, "partitions": [0, 5]}]}]},
+        91: {"group_id": "alter", "topics": [{"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": 0}]}]},
+        92: {"group_id": "alter", "topics": [{"topic_name": topic}]},
     }
 
 

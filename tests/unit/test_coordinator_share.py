@@ -23,15 +23,12 @@ from protocol.errors import ErrorCode
 from protocol.group_records import ShareGroupStatePartitionMetadataKey, decode_key, decode_value
 
 from .test_coordinator_classic import Harness
-from . import test_coordinator_consumer
 from .test_coordinator_consumer import ConsumerHarness, kinds
 
 E = ErrorCode
 G = "sg"
 T_ID, U_ID = uuid.UUID(int=0xA1), uuid.UUID(int=0xB2)
 
-
-loop = test_coordinator_consumer.loop  # the event loop fixture
 
 
 class ShareHarness(ConsumerHarness):

@@ -188,6 +188,8 @@ def _requests(topic: str, topic_id: uuid.UUID, group: str, version: int, batch: 
         60: {"include_cluster_authorized_operations": True, "endpoint_type": 1},
         68: {"group_id": f"consumer-{version}", "member_id": uuid.uuid4().hex if version >= 1 else "", "member_epoch": 0, "rebalance_timeout": 30_000, "subscribed_topic_names": [topic], "topic_partitions": []},
         69: {"group_ids": [f"consumer-{version}"], "include_authorized_operations": True},
+        76: {"group_id": f"share-{version}", "member_id": uuid.uuid4().hex, "member_epoch": 0, "subscribed_topic_names": [topic]},
+        77: {"group_ids": [f"share-{version}"], "include_authorized_operations": True},
     }
 
 

@@ -174,10 +174,7 @@ class ShareGroups(ShardPart):
     def _update_target(self, group: ShareGroup) -> None:
         by_name = self.shard.metadata.by_name
         assignable = self.init.assignable(group)
-        subscriptions = {
-            mid: frozenset(by_name[n][0] for n in m.subscribed_topic_names if n in by_name and by_name[n][0] in assignable)
-            for mid, m in group.members.items()
-        }
+        subscriptions = {mid: frozenset(by_name[n][0] for n in m.subscribed_topic_names if n in by_name) for mid, m in group.members.items()}
         result = simple.assign(subscriptions, assignable, group.target)
         changed = 0
         for mid in group.members:

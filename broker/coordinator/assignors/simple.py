@@ -21,9 +21,8 @@ The collections are iterated in the order Kafka's Java ``HashMap``s and
 ``HashSet``s give (``broker/txn/javahash.py``), so the result is Kafka's
 partition for partition (``tests/unit/test_share_assignor.py`` runs Kafka's
 own assignor on the same groups). Members subscribed to different topics
-(Kafka's heterogeneous builder) are assigned topic by topic, each topic over
-the members subscribed to it: the same counts for one topic, not Kafka's
-balancing across topics.
+are assigned as Kafka's SimpleHeterogeneousAssignmentBuilder does: topic by
+topic, each over the members subscribed to it, with the same steps.
 
 Pure: ``assign`` takes the members' subscriptions (topic ids), the assignable
 partitions per topic id, and the previous target; it returns the new target.
@@ -209,6 +208,108 @@ def _assign_topics(ids: list[str], targets: list[tuple[uuid.UUID, int]], previou
     return {ids[i]: set(by_member[i]) for i in range(n)}
 
 
+def _assign_one_topic(tid: uuid.UUID, members: list[int], targets: list[int], n_members: int, old: list[Assignment],
+                      new: list[dict], union: frozenset[uuid.UUID]) -> None:
+    """Kafka's SimpleHeterogeneousAssignmentBuilder.TopicAssignmentPartialBuilder: topic ``tid`` over
+    the indexes ``members`` subscribed to it; ``new`` (index -> {topic: set}) is updated in place."""
+    n = len(members)
+    sharing = 0 if not targets else (n + len(targets) - 1) // len(targets)
+    counts = [0] * n_members
+    if n:
+        avg = sharing * len(targets) / n
+        for k, i in enumerate(members):
+            counts[i] = math.ceil(avg * (k + 1)) - math.ceil(avg * k)
+    part_order = _JavaSet(_int_hash, _sized_capacity(len(targets)))  # finalAssignmentByPartition
+    by_part: dict[int, _JavaSet] = {}
+    member_order_ = _JavaSet(_int_hash, _sized_capacity(n))  # finalAssignmentByMember's keys
+    by_member: dict[int, _JavaSet] = {}
+
+    def holders_of(p: int, capacity: int | None = None) -> _JavaSet:
+        if part_order.add_absent(p):
+            by_part[p] = _JavaSet(_int_hash, capacity)
+        return by_part[p]
+
+    def parts_of(i: int) -> _JavaSet:
+        if member_order_.add_absent(i):
+            by_member[i] = _JavaSet(_int_hash)
+        return by_member[i]
+
+    for i in range(n_members):  # revokeUnassignablePartitions
+        parts = old[i].get(tid)
+        if not parts:
+            continue
+        if tid in union:
+            for p in sorted(parts):
+                holders_of(p).add(i)
+                parts_of(i).add(p)
+        else:
+            new[i].pop(tid, None)
+    for i in list(member_order_):  # revokeOverfilledMembers
+        held = by_member[i]
+        for p in list(held):
+            if len(held) <= counts[i]:
+                break
+            by_part[p].discard(i)
+            held.discard(p)
+            new[i].get(tid, set()).discard(p)
+    for p in list(part_order):  # revokeOversharedPartitions
+        holders = by_part[p]
+        count = len(holders)
+        if count <= sharing:
+            continue
+        for i in list(holders):
+            if p in new[i].get(tid, ()):
+                new[i][tid].discard(p)
+                count -= 1
+                holders.discard(i)
+                by_member[i].discard(p)
+                if count <= sharing:
+                    break
+    for p in targets:
+        holders_of(p, _sized_capacity(n))
+    unfilled = {i for i in members if len(by_member.get(i, ())) < counts[i]}  # assignRemainingPartitions
+    if not unfilled:
+        return
+    order, pos, assigned = sorted(unfilled), 0, False
+    for p in list(part_order):
+        holders = by_part[p]
+        need = sharing - len(holders)
+        while need > 0:
+            while pos < len(order) and order[pos] not in unfilled:
+                pos += 1
+            if pos >= len(order):
+                if not assigned:
+                    break
+                order, pos, assigned = sorted(unfilled), 0, False
+                continue
+            i = order[pos]
+            pos += 1
+            if i in holders:
+                continue
+            new[i].setdefault(tid, set()).add(p)
+            parts_of(i).add(p)
+            need -= 1
+            assigned = True
+            if len(by_member[i]) >= counts[i]:
+                unfilled.discard(i)
+        if not unfilled:
+            return
+
+
+def _assign_heterogeneous(ids: list[str], subscriptions: dict[str, frozenset[uuid.UUID]], partitions: dict,
+                          previous: dict[str, Assignment]) -> dict[str, dict]:
+    """Kafka's SimpleHeterogeneousAssignmentBuilder: each subscribed topic over its subscribers."""
+    old = [previous.get(mid, {}) for mid in ids]
+    new = [{tid: set(ps) for tid, ps in asg.items()} for asg in old]
+    union = frozenset(t for mid in ids for t in subscriptions[mid])
+    for tid in sorted(union, key=str):  # each topic's builder touches that topic only: any order
+        parts = partitions.get(tid)
+        targets = [] if parts is None else list(range(parts)) if isinstance(parts, int) else sorted(parts)
+        members = [i for i, mid in enumerate(ids) if tid in subscriptions[mid]]
+        _assign_one_topic(tid, members, targets, len(ids), old, new, union)
+    return {mid: new[i] for i, mid in enumerate(ids)}
+
+
 def member_topic_order(assignment: Assignment) -> list[uuid.UUID]:
     """The topics of a member's assignment as a ``HashMap<Uuid, ...>`` (default capacity) iterates them."""
     table = _JavaSet(uuid_hash)
@@ -218,38 +319,31 @@ def member_topic_order(assignment: Assignment) -> list[uuid.UUID]:
 
 
 def assign(subscriptions: dict[str, frozenset[uuid.UUID]], partitions: dict[uuid.UUID, int | frozenset[int]],
-           previous: dict[str, Assignment]) -> dict[str, Assignment]:
+           previous: dict[str, Assignment], *, homogeneous: bool | None = None) -> dict[str, Assignment]:
     """The new target: member id -> {topic id: partitions} (every member listed, maybe empty).
 
     ``subscriptions``: member id -> subscribed topic ids (the topics that exist);
     ``partitions``: topic id -> its assignable partitions (a count: all of them); a subscribed topic
-    without any has nothing to hand out."""
+    without any has nothing to hand out. ``homogeneous``: whether every member subscribes to the
+    same topic names (Kafka's SubscriptionType); by default, whether the topic ids are the same."""
     ids = member_order(subscriptions)
-    out: dict[str, dict] = {mid: {} for mid in ids}
     if not ids:
         return {}
-
-    def targets_of(tids) -> list[tuple[uuid.UUID, int]]:
-        tps = []
-        for tid in sorted(tids, key=str):
+    if homogeneous is None:
+        homogeneous = len({subscriptions[mid] for mid in ids}) == 1
+    if homogeneous:
+        subscribed = subscriptions[ids[0]]
+        if not subscribed:
+            return {mid: {} for mid in ids}
+        targets = []
+        for tid in sorted(subscribed, key=str):
             parts = partitions.get(tid)
-            if parts is None:
-                continue
-            tps += [(tid, p) for p in (range(parts) if isinstance(parts, int) else sorted(parts))]
-        return tps
-
-    groups: list[tuple[list[str], list, frozenset]] = []
-    distinct = {subscriptions[mid] for mid in ids}
-    if len(distinct) == 1:
-        (subscribed,) = distinct
-        groups.append((ids, targets_of(subscribed), subscribed))
-    else:
-        for tid in sorted({t for s in distinct for t in s}, key=str):
-            groups.append(([mid for mid in ids if tid in subscriptions[mid]], targets_of([tid]), frozenset([tid])))
-    for members, targets, subscribed in groups:
-        if not members or not subscribed:
-            continue
-        for mid, tps in _assign_topics(members, targets, previous, subscribed).items():
+            if parts is not None:
+                targets += [(tid, p) for p in (range(parts) if isinstance(parts, int) else sorted(parts))]
+        out: dict[str, dict] = {mid: {} for mid in ids}
+        for mid, tps in _assign_topics(ids, targets, previous, subscribed).items():
             for tid, p in tps:
                 out[mid].setdefault(tid, set()).add(p)
-    return {mid: {tid: frozenset(ps) for tid, ps in asg.items()} for mid, asg in out.items()}
+    else:
+        out = _assign_heterogeneous(ids, subscriptions, partitions, previous)
+    return {mid: {tid: frozenset(ps) for tid, ps in asg.items() if ps} for mid, asg in out.items()}

@@ -125,6 +125,53 @@ def _int_hash(i: int) -> int:
     return i
 
 
+def _revoke_overshared(part_order: _JavaSet, by_part: dict, sharing: int, take_back) -> None:
+    """Kafka's revokeOversharedPartitions: holders come off a partition shared by too many, first
+    holders first; ``take_back(member, partition)`` removes it from the member (False: it had not)."""
+    for part in list(part_order):
+        holders = by_part[part]
+        count = len(holders)
+        if count <= sharing:
+            continue
+        for i in list(holders):
+            if take_back(i, part):
+                count -= 1
+                holders.discard(i)
+                if count <= sharing:
+                    break
+
+
+def _assign_remaining(part_order: _JavaSet, by_part: dict, sharing: int, unfilled: set, give, filled) -> None:
+    """Kafka's assignRemainingPartitions: one iterator over the unfilled members (index order),
+    restarted while it still assigns, hands each partition under its sharing to members that do not
+    hold it; the partitions' holder sets are not updated (as in Kafka)."""
+    if not unfilled:
+        return
+    order, pos, assigned = sorted(unfilled), 0, False
+    for part in list(part_order):
+        holders = by_part[part]
+        need = sharing - len(holders)
+        while need > 0:
+            while pos < len(order) and order[pos] not in unfilled:
+                pos += 1
+            if pos >= len(order):
+                if not assigned:
+                    break
+                order, pos, assigned = sorted(unfilled), 0, False
+                continue
+            i = order[pos]
+            pos += 1
+            if i in holders:
+                continue
+            give(i, part)
+            need -= 1
+            assigned = True
+            if filled(i):
+                unfilled.discard(i)
+        if not unfilled:
+            return
+
+
 def _assign_topics(ids: list[str], targets: list[tuple[uuid.UUID, int]], previous: dict[str, Assignment],
                    subscribed: frozenset[uuid.UUID]) -> dict[str, set]:
     """Kafka's SimpleHomogeneousAssignmentBuilder over members ``ids`` (in its member order) and the
@@ -163,48 +210,18 @@ def _assign_topics(ids: list[str], targets: list[tuple[uuid.UUID, int]], previou
                 break
             by_member[i].discard(tp)
             by_part[tp].discard(i)
-    # revokeOversharedPartitions
-    for tp in list(part_order):
-        holders = by_part[tp]
-        count = len(holders)
-        if count <= sharing:
-            continue
-        for i in list(holders):
-            if tp in by_member[i]:
-                count -= 1
-                holders.discard(i)
-                by_member[i].discard(tp)
-                unfilled.add(i)
-                if count <= sharing:
-                    break
+    def take_back(i: int, tp) -> bool:
+        if tp not in by_member[i]:
+            return False
+        by_member[i].discard(tp)
+        unfilled.add(i)
+        return True
+
+    _revoke_overshared(part_order, by_part, sharing, take_back)
     for tp in targets:
         holders_of(tp)
-    # assignRemainingPartitions: one iterator over the unfilled members, restarted while it assigns;
-    # the partitions' holder sets are not updated (as in Kafka)
-    if unfilled:
-        order, pos, assigned = sorted(unfilled), 0, False
-        for tp in list(part_order):
-            holders = by_part[tp]
-            need = sharing - len(holders)
-            while need > 0:
-                while pos < len(order) and order[pos] not in unfilled:
-                    pos += 1
-                if pos >= len(order):
-                    if not assigned:
-                        break
-                    order, pos, assigned = sorted(unfilled), 0, False
-                    continue
-                i = order[pos]
-                pos += 1
-                if i in holders:
-                    continue
-                by_member[i].add(tp)
-                need -= 1
-                assigned = True
-                if len(by_member[i]) >= desired[i]:
-                    unfilled.discard(i)
-            if not unfilled:
-                break
+    _assign_remaining(part_order, by_part, sharing, unfilled, lambda i, tp: by_member[i].add(tp),
+                      lambda i: len(by_member[i]) >= desired[i])
     return {ids[i]: set(by_member[i]) for i in range(n)}
 
 
@@ -252,48 +269,22 @@ def _assign_one_topic(tid: uuid.UUID, members: list[int], targets: list[int], n_
             by_part[p].discard(i)
             held.discard(p)
             new[i].get(tid, set()).discard(p)
-    for p in list(part_order):  # revokeOversharedPartitions
-        holders = by_part[p]
-        count = len(holders)
-        if count <= sharing:
-            continue
-        for i in list(holders):
-            if p in new[i].get(tid, ()):
-                new[i][tid].discard(p)
-                count -= 1
-                holders.discard(i)
-                by_member[i].discard(p)
-                if count <= sharing:
-                    break
+    def take_back(i: int, p: int) -> bool:
+        if p not in new[i].get(tid, ()):
+            return False
+        new[i][tid].discard(p)
+        by_member[i].discard(p)
+        return True
+
+    def give(i: int, p: int) -> None:
+        new[i].setdefault(tid, set()).add(p)
+        parts_of(i).add(p)
+
+    _revoke_overshared(part_order, by_part, sharing, take_back)
     for p in targets:
         holders_of(p, _sized_capacity(n))
-    unfilled = {i for i in members if len(by_member.get(i, ())) < counts[i]}  # assignRemainingPartitions
-    if not unfilled:
-        return
-    order, pos, assigned = sorted(unfilled), 0, False
-    for p in list(part_order):
-        holders = by_part[p]
-        need = sharing - len(holders)
-        while need > 0:
-            while pos < len(order) and order[pos] not in unfilled:
-                pos += 1
-            if pos >= len(order):
-                if not assigned:
-                    break
-                order, pos, assigned = sorted(unfilled), 0, False
-                continue
-            i = order[pos]
-            pos += 1
-            if i in holders:
-                continue
-            new[i].setdefault(tid, set()).add(p)
-            parts_of(i).add(p)
-            need -= 1
-            assigned = True
-            if len(by_member[i]) >= counts[i]:
-                unfilled.discard(i)
-        if not unfilled:
-            return
+    unfilled = {i for i in members if len(by_member.get(i, ())) < counts[i]}
+    _assign_remaining(part_order, by_part, sharing, unfilled, give, lambda i: len(by_member[i]) >= counts[i])
 
 
 def _assign_heterogeneous(ids: list[str], subscriptions: dict[str, frozenset[uuid.UUID]], partitions: dict,

@@ -232,9 +232,14 @@ class GroupCoordinator:
             await hook.initialize(group_id, group_epoch, partitions)
         except Exception as exc:  # noqa: BLE001 - whatever the hook raised, the partitions are retried later
             log.warning("share state initialization failed", group=group_id, error=repr(exc))
-            op = lambda shard: shard.share.init.uninitialized(group_id, partitions)  # noqa: E731
+            record = "uninitialized"
         else:
-            op = lambda shard: shard.share.init.initialized(group_id, partitions)  # noqa: E731
+            record = "initialized"
+
+        def op(shard) -> Result:
+            getattr(shard.share.init, record)(group_id, partitions)
+            return Result(response=record)  # (a None answer would mean a request parked by a reset shard)
+
         try:
             await self._write(group_id, op)
         except CoordinatorError as exc:

@@ -174,11 +174,9 @@ class ShareGroups(ShardPart):
     def _update_target(self, group: ShareGroup) -> None:
         by_name = self.shard.metadata.by_name
         assignable = self.init.assignable(group)
-        subscriptions = {
-            mid: frozenset(by_name[n][0] for n in m.subscribed_topic_names if n in by_name and by_name[n][0] in assignable)
-            for mid, m in group.members.items()
-        }
-        result = simple.assign(subscriptions, assignable, group.target)
+        subscriptions = {mid: frozenset(by_name[n][0] for n in m.subscribed_topic_names if n in by_name) for mid, m in group.members.items()}
+        homogeneous = len({frozenset(m.subscribed_topic_names) for m in group.members.values()}) <= 1
+        result = simple.assign(subscriptions, assignable, group.target, homogeneous=homogeneous)
         changed = 0
         for mid in group.members:
             new = result.get(mid, {})

@@ -133,6 +133,18 @@ class JavaHashTable:
         self.size += 1
         return True
 
+    def remove(self, key, h: int) -> bool:
+        """``HashMap.remove`` (``HashSet.remove``, ``Iterator.remove``); False if the key was not there."""
+        if not self.capacity:
+            return False
+        chain = self._bucket(h)
+        for i, (k, _) in enumerate(chain):
+            if k == key:
+                del chain[i]
+                self.size -= 1
+                return True
+        return False
+
     def keys(self) -> list:
         """The keys in iteration order."""
         return [k for chain in self.buckets for k, _ in chain]

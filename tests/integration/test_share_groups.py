@@ -227,3 +227,25 @@ def test_replays_the_share_group_records_kafka_44_wrote(tmp_path):
     assert (got.member_epoch, got.subscribed_topic_names, got.client_id) == (m.member_epoch, tuple(m.subscribed_topic_names), m.client_id)
     assert got.assigned == {tp.topic_id: frozenset(tp.partitions) for tp in m.assignment.topic_partitions}
     assert g.initialized and all(name == "kt" for name, _ in g.initialized.values())
+
+
+def test_java_admin_client_lists_and_describes_share_groups(broker):
+    """Kafka's Java AdminClient (kafka-clients 4.1): listGroups with the share filter, describeShareGroups."""
+    from tests import java_harness
+
+    ok, reason = java_harness.available()
+    if not ok:
+        pytest.skip(reason)
+    c = RawClient(broker.bootstrap)
+    create(c, "java-t", 2)
+    got = until_assigned(c, "java-share", "java-member", shb(c, "java-share", "java-member", 0, ["java-t"]))
+    listed = {g["group_id"]: g for g in java_harness.admin(broker.bootstrap, "list-groups", "share")["groups"]}
+    assert listed["java-share"]["type"] == "Share" and listed["java-share"]["state"] == "Stable", listed
+    assert listed["java-share"]["protocol"] == "share", listed
+    d = java_harness.admin(broker.bootstrap, "describe-share-groups", "java-share", "no-such-share")["groups"]
+    g = d["java-share"]
+    assert (g["state"], g["group_epoch"], g["target_assignment_epoch"]) == ("Stable", got.member_epoch, got.member_epoch), g
+    (m,) = g["members"]
+    assert (m["member_id"], m["client_id"], m["member_epoch"]) == ("java-member", "raw", got.member_epoch), m
+    assert sorted(p for _t, p in m["assignment"]) == [0, 1], m
+    assert d["no-such-share"]["error"] == "GroupIdNotFoundException", d

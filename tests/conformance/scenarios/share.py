@@ -266,3 +266,22 @@ def share_group_configs(d: Driver):
           describe=_describe_until(d, GROUP, g, SHARE_KEYS, {"share.delivery.count.limit": "7"}))
     r = shb(d, g, new_id(), 0, [t])
     d.obs("heartbeat-interval", error=r.error_code, interval=r.heartbeat_interval)
+
+
+@scenario("share")
+def share_session_timeout_fences(d: Driver):
+    """A member that stops heartbeating is fenced after the session timeout (3 s here); the other one
+    then holds every partition, and the group epoch has moved past the fencing."""
+    t = d.create_topic("t", 2)
+    g = d.group()
+    a, b = S(d, g, [t], conn="a"), S(d, g, [t], conn="b")
+    a.join()
+    b.join()
+    a.until_holding(1)
+    b.until_holding(1)
+    before = sdescribe(d, g)[0]["epoch"]
+    d.until(lambda: a.hb() and len(sdescribe(d, g)[0]["members"]) == 1, timeout=20, interval=0.2, what="b fenced")
+    a.until_holding(2)
+    after = sdescribe(d, g, epochs=False)[0]
+    d.obs("after", members=after["members"], consistent=after["epoch"], moved=a.epoch > before)
+    d.obs("fenced-heartbeat", **shb_summary(d, b.hb()))

@@ -30,6 +30,8 @@ import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.ListGroupsOptions;
 import org.apache.kafka.clients.admin.MemberAssignment;
 import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.ShareGroupDescription;
+import org.apache.kafka.clients.admin.ShareMemberDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
@@ -409,8 +411,39 @@ public final class Harness {
                     emit("result", "op", op, "groups", groups);
                     break;
                 }
+                case "describe-share-groups": {
+                    Map<String, Object> groups = new LinkedHashMap<>();
+                    admin.describeShareGroups(rest).describedGroups().forEach((id, fut) -> {
+                        try {
+                            ShareGroupDescription d = fut.get();
+                            Map<String, Object> g = new LinkedHashMap<>();
+                            g.put("group_id", d.groupId());
+                            g.put("state", String.valueOf(d.groupState()));
+                            g.put("group_epoch", d.groupEpoch());
+                            g.put("target_assignment_epoch", d.targetAssignmentEpoch());
+                            g.put("coordinator", d.coordinator() == null ? null : d.coordinator().id());
+                            List<Object> members = new ArrayList<>();
+                            for (ShareMemberDescription m : d.members()) {
+                                Map<String, Object> mm = new LinkedHashMap<>();
+                                mm.put("member_id", m.consumerId());
+                                mm.put("client_id", m.clientId());
+                                mm.put("host", m.host());
+                                mm.put("assignment", tps(m.assignment().topicPartitions()));
+                                mm.put("member_epoch", m.memberEpoch());
+                                members.add(mm);
+                            }
+                            g.put("members", members);
+                            groups.put(id, g);
+                        } catch (Exception e) {
+                            groups.put(id, error(e));
+                        }
+                    });
+                    emit("result", "op", op, "groups", groups);
+                    break;
+                }
                 case "list-groups": {
-                    ListGroupsOptions opts = rest.contains("consumer") ? ListGroupsOptions.forConsumerGroups() : new ListGroupsOptions();
+                    ListGroupsOptions opts = rest.contains("consumer") ? ListGroupsOptions.forConsumerGroups()
+                        : rest.contains("share") ? ListGroupsOptions.forShareGroups() : new ListGroupsOptions();
                     List<Object> out = new ArrayList<>();
                     for (GroupListing g : admin.listGroups(opts).all().get()) {
                         Map<String, Object> m = new LinkedHashMap<>();

@@ -279,7 +279,8 @@ class MetadataView:
 
 
 class Cluster:
-    def __init__(self, data_dir: Path, defaults: LogConfig, *, node_id: int = 1, clock=time.time, maintenance_interval_s: float = 1.0, retention_check_interval_ms: int = 300_000) -> None:
+    def __init__(self, data_dir: Path, defaults: LogConfig, *, node_id: int = 1, clock=time.time, maintenance_interval_s: float = 1.0, retention_check_interval_ms: int = 300_000,
+                 initial_task_delay_ms: int = 30_000) -> None:
         self.data_dir = Path(data_dir)
         self.defaults = defaults
         self.node_id = node_id
@@ -301,7 +302,8 @@ class Cluster:
         # serialises CreateTopics / CreatePartitions, as Kafka's controller does
         self.admin_lock = asyncio.Lock()
         self.logs = LogManager(
-            self.data_dir, defaults, clock=clock, maintenance_interval_s=maintenance_interval_s, retention_check_interval_ms=retention_check_interval_ms
+            self.data_dir, defaults, clock=clock, maintenance_interval_s=maintenance_interval_s, retention_check_interval_ms=retention_check_interval_ms,
+            initial_task_delay_ms=initial_task_delay_ms,
         )
 
     # ------------------------------------------------------------------ startup

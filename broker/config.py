@@ -94,6 +94,7 @@ class BrokerConfig:
     max_connections_per_ip_overrides: list[str] | None = None
     maintenance_interval_ms: int = 1000
     log_retention_check_interval_ms: int = 300_000
+    log_initial_task_delay_ms: int = 30_000
     metrics_port: int | None = None
     metrics_host: str | None = None
     # group coordinator (Kafka names: the same with dots)
@@ -298,6 +299,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("fsync_interval_ms", "int", "for fsync=interval", minimum=1, maximum=LONG_MAX, flag="--fsync-interval-ms"),
     _s("maintenance_interval_ms", "int", "how often flushes and compaction are checked", minimum=1, maximum=INT_MAX),
     _s("log_retention_check_interval_ms", "int", "how often retention deletes old segments", "log.retention.check.interval.ms", minimum=1, maximum=INT_MAX),
+    _s("log_initial_task_delay_ms", "int", "how long after start the first retention check comes", "log.initial.task.delay.ms", minimum=0, maximum=INT_MAX),
     _s("auto_create_topics", "bool", "create unknown topics on Metadata", "auto.create.topics.enable", flag="--auto-create-topics"),
     _s("num_partitions", "int", "partitions of auto-created topics", "num.partitions", minimum=1, maximum=INT_MAX, flag="--num-partitions"),
     # -- broker-wide topic defaults (Kafka's log.* settings) --------------------

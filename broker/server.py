@@ -135,6 +135,7 @@ class Broker:
             node_id=config.node_id,
             maintenance_interval_s=config.maintenance_interval_ms / 1000,
             retention_check_interval_ms=config.log_retention_check_interval_ms,
+            initial_task_delay_ms=config.log_initial_task_delay_ms,
         )
         group_config = config.group_config()
         group_config.group_overrides = self.cluster.group_configs  # AlterConfigs' per-group configs, read on each use

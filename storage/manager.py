@@ -58,6 +58,7 @@ class LogManager:
         *,
         maintenance_interval_s: float = 1.0,
         retention_check_interval_ms: int = 300_000,
+        initial_task_delay_ms: int = 30_000,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.default_config = default_config
@@ -65,7 +66,9 @@ class LogManager:
         self.maintenance_interval_s = maintenance_interval_s
         # log.retention.check.interval.ms: retention runs this often, as in Kafka (flushes and compaction every tick)
         self.retention_check_interval_ms = retention_check_interval_ms
-        self._next_retention_ms: int | None = None
+        # log.initial.task.delay.ms: the first retention check comes this long after start, as in Kafka, so
+        # records with old (or zero) timestamps written just after a start are not deleted at once
+        self._next_retention_ms: int = int(clock() * 1000) + initial_task_delay_ms
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -174,7 +177,7 @@ class LogManager:
     def run_maintenance_once(self, now_ms: int | None = None) -> None:
         """flush_if_due + retention + compaction for every open log (errors are logged)."""
         now = int(self._clock() * 1000) if now_ms is None else now_ms
-        if now_ms is not None or self._next_retention_ms is None or now >= self._next_retention_ms:
+        if now_ms is not None or now >= self._next_retention_ms:
             retention_due = True
             self._next_retention_ms = now + self.retention_check_interval_ms
         else:

@@ -15,9 +15,8 @@ from tests.peers.gate import check_unit, units
 
 # numbers left out of make test's run for time: each takes 20-65 s on kafkalite (max.poll.interval
 # timeouts, produce retries through sockem, head-of-line blocking, idempotence message timeouts,
-# metadata timeouts, sticky partitioning), together about 200 s of the full run's 680 s; and 0053,
-# which hangs on kafkalite (a listed difference) until the 150 s run limit
-SLOW = {"0053", "0076", "0088", "0091", "0093", "0094", "0114"}
+# metadata timeouts, sticky partitioning), together about 200 s of the full run's 680 s
+SLOW = {"0076", "0088", "0091", "0093", "0094", "0114"}
 
 
 @pytest.mark.parametrize("number", units("librdkafka", set(units("librdkafka")) - SLOW) or ["(no pass list)"])

@@ -844,3 +844,22 @@ def test_maintenance_syncs_a_new_log_directory_only_once_it_holds_data(tmp_path,
     assert synced == [plog.path]
     monkeypatch.undo()
     mgr.stop()
+
+
+def test_the_first_retention_check_waits_for_the_initial_task_delay(tmp_path):
+    """Kafka's LogManager runs its first retention check log.initial.task.delay.ms (30 s) after start: records
+    stamped long ago (librdkafka's 0053 produces with timestamp 0) survive a broker's first half minute."""
+    clock = FakeClock()
+    mgr = LogManager(tmp_path, LogConfig(fsync="never", retention_ms=1000), clock=clock, initial_task_delay_ms=30_000,
+                     retention_check_interval_ms=300_000)
+    plog = mgr.create("old", 0)
+    plog.append([mk([(b"k", b"v")], ts=0)])
+    mgr.run_maintenance_once()  # the background tick, right after start
+    assert plog.log_start_offset == 0 and plog.log_end_offset == 1
+    clock.advance(29_900)
+    mgr.run_maintenance_once()
+    assert plog.log_start_offset == 0
+    clock.advance(200)  # 30 s after start: the first check, and timestamp 0 is long past retention.ms
+    mgr.run_maintenance_once()
+    assert plog.log_start_offset == 1 == plog.log_end_offset
+    mgr.stop()

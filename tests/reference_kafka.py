@@ -198,9 +198,9 @@ def new_cluster_id() -> str:
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from tests.ports import free_port
+
+    return free_port()
 
 
 def _die_with_parent() -> None:

@@ -13,6 +13,7 @@ in the order the topics first appear.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 
 from protocol.errors import ErrorCode
@@ -20,6 +21,7 @@ from protocol.errors import ErrorCode
 from ..security.authorizer import Operation
 from ..share.state import ShareStateError
 
+_ZERO_ID = uuid.UUID(int=0)
 _MAX_KEYS = 100_000  # a request names at most this many partitions; the rest are refused, not walked
 
 
@@ -41,7 +43,8 @@ async def handle_state_rpc(ctx, req, op: Callable, error_fields: dict) -> dict:
                 error, message, fields = ErrorCode.invalid_request, "too many partitions in one request", error_fields
             else:
                 try:
-                    fields = op(coordinator, req.group_id, t.topic_id, p)
+                    # the codec reads the zero id as None: it names no topic, as any unknown id
+                    fields = op(coordinator, req.group_id, t.topic_id or _ZERO_ID, p)
                     error, message = ErrorCode.none, None
                 except ShareStateError as exc:
                     error, message, fields = exc.code, exc.message, error_fields

@@ -187,18 +187,15 @@ KAFKALITE_SETTINGS = {
     "auto.create.topics.enable": "true",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": TXN_ABORT_CHECK_MS,
     "group.share.heartbeat.interval.ms": SHARE_HEARTBEAT_MS,
-    "group.share.min.heartbeat.interval.ms": 100,
     "group.share.session.timeout.ms": SHARE_SESSION_MS,
-    "group.share.min.session.timeout.ms": 1000,
+    "group.share.assignment.interval.ms": 0,
 }
 
 
 def _free_port() -> int:
-    import socket
+    from tests.ports import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_port()
 
 
 @pytest.fixture(scope="session")

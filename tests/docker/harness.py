@@ -13,7 +13,6 @@ import json
 import os
 import queue
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -183,9 +182,9 @@ def _parse_time(text: str) -> datetime:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from tests.ports import free_port as fresh
+
+    return fresh()
 
 
 def loadavg() -> str:

@@ -116,6 +116,16 @@ def test_bad_input(broker):
     assert _init(raw, "g2", tid, partition=-1).error_message == "The partition id cannot be a negative number."
     assert _init(raw, "g2", tid, partition=1).error_code == ErrorCode.unknown_topic_or_partition
     assert _init(raw, "g2", uuid.uuid4()).error_code == ErrorCode.unknown_topic_or_partition
+    # the zero topic id (the network fuzzer's find: every RPC raised on it) is answered as any unknown id
+    zero, unknown = uuid.UUID(int=0), uuid.uuid4()
+
+    def delete(t):
+        return _one(raw.request(DELETE, 0, {"group_id": "g2", "topics": [{"topic_id": t, "partitions": [{"partition": 0}]}]}))
+
+    for rpc in (lambda t: _init(raw, "g2", t), lambda t: _write(raw, "g2", t, [(0, 1, 0, 1)]), lambda t: _read(raw, "g2", t),
+                lambda t: _summary(raw, "g2", t), delete):
+        answer = rpc(zero)
+        assert (answer.error_code, answer.error_message) == ((u := rpc(unknown)).error_code, u.error_message)
     assert _init(raw, "g2", tid, state_epoch=-5).error_code == ErrorCode.invalid_request
     assert _init(raw, "g2", tid).error_code == ErrorCode.none
     assert _write(raw, "g2", tid, [], leader_epoch=-1).error_message == "The leader epoch cannot be a negative number."

@@ -21,7 +21,6 @@ untrusted CA with its own "alice".
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -142,9 +141,9 @@ def kafkalite_target(certs, tmp_path_factory):
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from tests.ports import free_port
+
+    return free_port()
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,6 @@ are parametrised).
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 import uuid
@@ -30,9 +29,9 @@ JAAS = "org.apache.kafka.common.security.plain.PlainLoginModule required " + " "
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from tests.ports import free_port
+
+    return free_port()
 
 
 def properties(allow_everyone: bool) -> dict[str, str]:

@@ -50,7 +50,7 @@ from .consumer_group import (
 )
 
 LEAVE_EPOCH = -1
-PENDING_HEARTBEATS_PER_S = 2500  # a group's waiting members, together, on the pending interval
+PENDING_HEARTBEATS_PER_S = 2500  # a group's members that must revoke (or, with none, those waiting), together, per second
 STATIC_LEAVE_EPOCH = -2
 
 

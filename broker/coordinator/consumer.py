@@ -282,8 +282,10 @@ class ConsumerGroups(ShardPart):
         if short >= plain:
             return plain
         if group.group_epoch > group.assignment_epoch:
-            # the target waits for the assignment interval: come back when it is due
-            return min(plain, max(short, self._assignment_wait(group)))
+            # the target waits for the assignment interval: come back when it is due, or, holding nothing
+            # (so waiting for what others must first revoke), just after those others, as below
+            wait = self._assignment_wait(group) + (0 if member.assigned else 2 * short)
+            return min(plain, max(short, wait))
         if member.state == STABLE:
             return plain
         if member.state == UNRELEASED_PARTITIONS and group.revoking:

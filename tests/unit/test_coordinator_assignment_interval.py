@@ -49,9 +49,12 @@ def test_a_join_inside_the_interval_waits_for_the_timer(loop):
     g = h.cgroup()
     assert (g.group_epoch, g.assignment_epoch, g.state) == (3, 2, ASSIGNING)
     assert stamps(h.last_records) == [] and h.target("b") == {} and h.target("a") == {"t": [0, 1, 2, 3]}
-    # b holds nothing yet and comes back when the target is due, not after the plain 5 s
-    assert resp["heartbeat_interval"] == 900 and h.member("b").state == STABLE
-    records = h.advance(899)
+    # not after the plain 5 s: a, holding partitions others may wait for, comes back when the target is
+    # due; b, holding nothing, two pending intervals later, once a has had time to revoke
+    assert resp["heartbeat_interval"] == 900 + 2 * 100 and h.member("b").state == STABLE
+    h.now += 50
+    assert h.hb("a", h.member("a").member_epoch, owned=h.assigned("a"))["heartbeat_interval"] == 850
+    records = h.advance(849)
     assert records == [] and g.assignment_epoch == 2
     records = h.advance(1)
     assert stamps(records) == [(3, START + 1000)]

@@ -4,7 +4,7 @@
                             [--k848-sizes N,...] [--kafka-heap 512m]
 
 The brokers run side by side on loopback for the whole run (kafkalite as
-``python -m broker serve --fsync interval``, Apache Kafka 4.1.0 as one KRaft
+``python -m broker serve --fsync interval``, Apache Kafka (4.4.0 unless ``tests.reference_kafka`` is told otherwise) as one KRaft
 node from ``tests.reference_kafka``, and franz-go's kfake, an in-memory fake
 Kafka in Go, as one broker from ``bench/kfake``, built here with ``go build``
 into ``build/kfake/``; without ``go`` or when the build fails its column says

@@ -20,7 +20,7 @@ IMG = ROOT / "docs" / "img"
 SECTION = "## kafkalite vs Apache Kafka"
 KL, KF, KK = "kafkalite", "Kafka", "kfake"
 COLORS = {KL: "#2a9d8f", KF: "#7a7a7a", KK: "#e9c46a"}
-NAMES = {KL: "kafkalite", KF: "Kafka 4.1", KK: "kfake"}
+NAMES = {KL: "kafkalite", KF: "Kafka", KK: "kfake"}  # chart legends; titles and tables name the version (kafka_label)
 NAN = float("nan")
 KAFKA_PUBLISHED_LOAD = "published figure about 4.4M records/s"
 
@@ -131,9 +131,15 @@ def _cell(r: Row, x: float, na: str) -> str:
     return r.value(x) if ok(x) else (na or "–")
 
 
-def table(rows: list[Row], notes: bool = False, kfake: bool = False, load=None) -> list[str]:
-    """Markdown rows; ``kfake`` adds its column, ``load`` (phase name -> text) a load-average column."""
-    head = "| Figure | kafkalite | Kafka 4.1 |" + (" kfake |" if kfake else "") + " kafkalite / Kafka | Better (by) |"
+def kafka_label(res) -> str:
+    """"Kafka 4.4": the reference Kafka of the run, by its minor version."""
+    version = getattr(res, "versions", {}).get("kafka") or "?"
+    return "Kafka " + ".".join(str(version).split(".")[:2])
+
+
+def table(rows: list[Row], kafka: str, notes: bool = False, kfake: bool = False, load=None) -> list[str]:
+    """Markdown rows; ``kafka`` names Kafka's column, ``kfake`` adds its column, ``load`` (phase name -> text) a load-average column."""
+    head = f"| Figure | kafkalite | {kafka} |" + (" kfake |" if kfake else "") + " kafkalite / Kafka | Better (by) |"
     cols = 5 + bool(kfake)
     if load is not None:
         head += " Load average (1 min, phase start → end) |"
@@ -560,7 +566,7 @@ def summary_plot(res, rows: list[Row], ax) -> None:
         ax.set_xlim(min(min(vals), 1.0) / 1.6, max(max(vals), 1.0) * 1.8)
     ax.set_yticks(y, [r.label if len(r.label) < 56 else r.label[:53] + "…" for r in rows], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("times better than Apache Kafka 4.1 on this figure (log scale; right of 1: better, left: worse)")
+    ax.set_xlabel(f"times better than Apache {kafka_label(res)} on this figure (log scale; right of 1: better, left: worse)")
     ax.legend(handles=[Patch(color=COLORS[who], label=NAMES[who]) for who, _ in series], fontsize=8)
 
 
@@ -572,7 +578,7 @@ def plots(res, outdir: Path = IMG) -> list[tuple[str, str]]:
 
     outdir.mkdir(parents=True, exist_ok=True)
     made = []
-    who = "kafkalite vs Apache Kafka 4.1" + (" and kfake" if has_kfake(res) else "")
+    who = f"kafkalite vs Apache {kafka_label(res)}" + (" and kfake" if has_kfake(res) else "")
 
     def save(fig, name: str, alt: str) -> None:
         fig.suptitle(f"{who} — {res.started:%Y-%m-%d}, {res.machine.get('cores')} cores, shared machine", fontsize=9)
@@ -750,7 +756,7 @@ def render(res, images: list[tuple[str, str]]) -> str:
            "does not do." if kk else ""))
     add("")
     rows = summary_rows(res)
-    w.extend(table(rows, kfake=kk, load=phase_load(res)))
+    w.extend(table(rows, kafka_label(res), kfake=kk, load=phase_load(res)))
     add("")
     alts = dict(images)
     if "compare-summary.png" in alts:
@@ -824,7 +830,7 @@ def render(res, images: list[tuple[str, str]]) -> str:
     for title, rows, img in sections:
         add(f"### {title}")
         add("")
-        w.extend(table(rows, notes=True, kfake=kk))
+        w.extend(table(rows, kafka_label(res), notes=True, kfake=kk))
         add("")
         if img in alts:
             add(f"![{alts[img]}](img/{img})")

@@ -748,7 +748,10 @@ class ConsumerGroups(ShardPart):
         """The "consumer member reconciled" event: the member's partitions changed, it joined, or it
         started or stopped waiting. A stable member that only moves up to the new epoch (its
         partitions untouched by the change) is not news: in a big group it was one event per member
-        and heartbeat after every bump (13,085 events while 3,000 members formed a group, 9,729 now)."""
+        and heartbeat after every bump (13,085 events while 3,000 members formed a group, 9,729 now).
+        Logged at debug level, as Kafka 4.4 logs a member's "new assignment state": rendering a log
+        line was a fifth of a heartbeat's cost while a big group rebalanced. The event stream
+        (docs/group-events.md) carries every one."""
         meta = self.shard.metadata
         revoked = _moved(meta, before, member.assigned)
         assigned = _moved(meta, member.assigned, before)
@@ -762,6 +765,7 @@ class ConsumerGroups(ShardPart):
         self.shard.event(
             "consumer member reconciled",
             group.group_id,
+            debug=True,
             member=member.member_id,
             member_epoch=member.member_epoch,
             group_epoch=group.group_epoch,

@@ -253,9 +253,10 @@ class GroupShard:
         for key, value in merge_results(out).records:
             self.emit(key, value, apply=False)
 
-    def event(self, name: str, group: str, **fields) -> None:
-        """A group event: logged now, published once the running operation's records are durable."""
-        self.log.info(name, group=group, **fields)
+    def event(self, name: str, group: str, *, debug: bool = False, **fields) -> None:
+        """A group event: logged now (at debug level with ``debug``), published once the running
+        operation's records are durable."""
+        (self.log.debug if debug else self.log.info)(name, group=group, **fields)
         event = GroupEvent(group, name, self.now_ms(), {"shard": self.index, **fields})
         op = self._op
         if op is not None:

@@ -11,6 +11,10 @@ after a second of warm-up; prints requests/s, the broker's CPU per request
 the two, so that before and after see the same load::
 
     python -m bench.commit_cost --rounds 3 --base /tmp/base
+
+``--heartbeats`` measures bench-compare's Heartbeat phase the same way instead:
+each round forms a new classic group of ``--members`` members (1000), and once it
+is Stable every member keeps 4 Heartbeat v4 in flight for ``--seconds``.
 """
 
 from __future__ import annotations
@@ -37,6 +41,15 @@ async def _round(port: int, pid: int, first: bool, run_id: str, args) -> gs.Thro
                             depth=args.depth, warmup=1.0, seconds=args.seconds, run_id=run_id)
 
 
+async def _heartbeat_round(port: int, pid: int, run_id: str, args) -> gs.Throughput:
+    _, kept, conns = await gs.rebalances("127.0.0.1", port, pid, [(args.members, 1)], keep_last=True)
+    try:
+        return await gs.heartbeats(kept, pid, 4, 1.0, args.seconds)
+    finally:
+        for c in conns:
+            c.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.commit_cost", description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -44,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", type=int, default=1000)
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--depth", type=int, default=8, help="requests in flight per connection")
+    ap.add_argument("--heartbeats", action="store_true", help="measure Heartbeats of a Stable classic group instead")
+    ap.add_argument("--members", type=int, default=1000, help="with --heartbeats: the group's size")
     ap.add_argument("--base", type=Path, help="also run a broker from this source tree, alternating with this one")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="commit-cost-"))
@@ -52,9 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for r in range(args.rounds):
             for name, b in brokers.items():
-                t = asyncio.run(_round(b.port, b.pid, r == 0, f"{name}{r}", args))
+                if args.heartbeats:
+                    t, what = asyncio.run(_heartbeat_round(b.port, b.pid, f"{name}{r}", args)), "heartbeats"
+                else:
+                    t, what = asyncio.run(_round(b.port, b.pid, r == 0, f"{name}{r}", args)), "commits"
                 load = Path("/proc/loadavg").read_text().split()[:3]
-                print(f"{name:5} round {r + 1}: {t.rps:,.0f} commits/s, broker {t.broker_us_per_req:.1f} µs each "
+                print(f"{name:5} round {r + 1}: {t.rps:,.0f} {what}/s, broker {t.broker_us_per_req:.1f} µs each "
                       f"({t.broker_sys_s / t.requests * 1e6:.1f} µs in the kernel), errors {t.errors or 'none'}, load {' '.join(load)}", flush=True)
     finally:
         for b in brokers.values():

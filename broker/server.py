@@ -548,7 +548,7 @@ class _ConnectionLog:
 class KafkaConnection(asyncio.Protocol):
     __slots__ = (
         "broker", "listener", "transport", "proto", "queue", "task", "waiter", "linger", "ctx", "paused", "closing", "draining",
-        "held", "seen", "ip", "software", "client_id", "_peer", "_log", "held_out", "inflight", "settle_waiter",
+        "held", "seen", "ip", "software", "client_id", "_peer", "_log", "held_out", "inflight", "answer_due", "settle_waiter",
         "principal", "auth", "sasl", "expires", "lowat",
     )  # fmt: skip
 
@@ -579,6 +579,7 @@ class KafkaConnection(asyncio.Protocol):
         # pipelined requests started and not yet answered, in request order (_Slot), and
         # what the task waits on until they are all answered
         self.inflight: deque | None = None
+        self.answer_due = False  # _answer_inflight is queued on the loop
         self.settle_waiter: asyncio.Future | None = None
         # security: who the client is (User:ANONYMOUS, User:<name> after SASL, User:<certificate
         # subject> for SSL client certificates); on a SASL listener the Authenticator until the
@@ -1069,10 +1070,13 @@ class KafkaConnection(asyncio.Protocol):
                 self._handler_failed(slot.event, exc)
                 return
             slot.done = True
-            if not first:
+            if not first and not self.answer_due:
                 inflight = self.inflight
                 if inflight and inflight[0] is slot:
-                    self._answer_inflight()
+                    # answered after the callbacks already queued: the slots after it whose appends
+                    # completed in the same round of flushes go in the same write
+                    self.answer_due = True
+                    self.broker.loop.call_soon(self._answer_inflight)
             return
         except Exception as exc:  # noqa: BLE001 - a handler bug must not take the broker down
             slot.coro = None
@@ -1091,6 +1095,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def _answer_inflight(self) -> None:
         """Write the answers of the finished slots at the head of ``inflight``, in one call."""
+        self.answer_due = False
         inflight = self.inflight
         if self.closing or not inflight:
             return

@@ -19,8 +19,13 @@ _I32_I16 = struct.Struct(">ih")
 _PART = struct.Struct(">ih")
 
 
+_SMALL = [bytes([n]) for n in range(0x80)]
+
+
 def uvarint(n: int) -> bytes:
     """An unsigned varint (flexible versions' lengths and counts)."""
+    if 0 <= n < 0x80:
+        return _SMALL[n]
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)

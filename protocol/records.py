@@ -51,6 +51,7 @@ __all__ = [
     "iter_records",
     "keyless_records",
     "build_batch",
+    "build_key_value_batch",
     "build_empty_batch",
     "validate_produce_batch",
     "CONTROL_ABORT",
@@ -711,6 +712,54 @@ def build_batch(
         records_count=len(records),
         partition_leader_epoch=partition_leader_epoch,
     )
+
+
+_KV_HEAD = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
+_KV_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount: the CRC-covered header fields
+
+
+def build_key_value_batch(
+    pairs: Sequence[tuple[bytes, bytes | None]],
+    timestamp: int,
+    *,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+) -> tuple[BatchHeader, bytes]:
+    """One uncompressed RecordBatch v2 of ``(key, value)`` records (value None: a tombstone),
+    offsets 0.., every record at ``timestamp``, no record headers, base offset 0; with its
+    header, as ``split_batches`` would read it back. A producer id makes it transactional.
+
+    The same bytes as ``build_batch`` gives for such records, without a ``Record`` per
+    record: the coordinators write their records this way on every append.
+    """
+    n = len(pairs)
+    if not n:
+        raise ValueError("build_key_value_batch needs at least one record")
+    zz = _zz
+    parts = []
+    add = parts.append
+    for i, (key, value) in enumerate(pairs):
+        # attributes 0, timestamp delta 0, offset delta i, the key, the value, 0 headers
+        head = b"\x00\x00" + zz(i) + zz(len(key))
+        if value is None:
+            body_len = len(head) + len(key) + 2
+            add(zz(body_len) + head)
+            add(key)
+            add(b"\x01\x00")
+        else:
+            vlen = zz(len(value))
+            body_len = len(head) + len(key) + len(vlen) + len(value) + 1
+            add(zz(body_len) + head)
+            add(key)
+            add(vlen)
+            add(value)
+            add(b"\x00")
+    attrs = TRANSACTIONAL_MASK if producer_id >= 0 else 0
+    tail = _KV_TAIL.pack(attrs, n - 1, timestamp, timestamp, producer_id, producer_epoch, -1, n) + b"".join(parts)
+    length = ATTRIBUTES_OFFSET - LOG_OVERHEAD + len(tail)  # batchLength: the bytes after that field
+    crc = _crc32c(tail)
+    header = BatchHeader(0, length, -1, MAGIC, crc, attrs, n - 1, timestamp, timestamp, producer_id, producer_epoch, -1, n)
+    return header, _KV_HEAD.pack(0, length, -1, MAGIC, crc) + tail
 
 
 def build_empty_batch(

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 from protocol.errors import ErrorCode
 from protocol.group_records import encode_key, encode_value
-from protocol.records import Record, build_batch, build_end_txn_marker, split_batches
+from protocol.records import build_end_txn_marker, build_key_value_batch, split_batches
 
 from ..cluster import AppendOrigin
 from .common import CoordinatorError, GroupConfig, Result
@@ -344,9 +344,7 @@ class ShardRuntime:
                     pid, epoch = part[1] if part[0] == "txn" else (-1, -1)
                     encoded = [(encode_key(k), None if v is None else encode_value(v)) for k, v in part[-1]]
                     for chunk in _chunks(encoded, limit):
-                        batch = build_batch([Record(offset=i, timestamp=now, key=k, value=v) for i, (k, v) in enumerate(chunk)],
-                                            producer_id=pid, producer_epoch=epoch, is_transactional=pid >= 0)
-                        batches += split_batches(batch, verify_crc=False)  # CRC just computed
+                        batches.append(build_key_value_batch(chunk, now, producer_id=pid, producer_epoch=epoch))
                 # one write for all of them, so the whole lot is durable (or not) together; it wakes the fetches parked on the partition
                 self.partition.append(batches, AppendOrigin.COORDINATOR)  # trusted: not re-validated
                 if self.fsync_always:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Coroutine
+from typing import Any
 
 from protocol.errors import ErrorCode
 
@@ -259,9 +261,11 @@ class GroupCoordinator:
         """The group object as it stands (a ShareGroup, another kind, or None)."""
         return await self._read(group_id, lambda shard: shard.groups.get(group_id))
 
-    async def offset_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int,
-                            retention_ms: int, partitions: list[CommitPartition]) -> list[tuple[str, int, ErrorCode]]:
-        return await self._write(
+    def offset_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int,
+                      retention_ms: int, partitions: list[CommitPartition]) -> Coroutine[Any, Any, list[tuple[str, int, ErrorCode]]]:
+        """Awaited as the other operations; the write's own coroutine, so that a commit waiting for
+        its append has one frame fewer to pass through (the hottest write)."""
+        return self._write(
             group_id, lambda shard: shard.offset_commit(group_id, member_id, generation, instance_id, version, retention_ms, partitions)
         )
 

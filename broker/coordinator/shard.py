@@ -359,11 +359,11 @@ class GroupShard:
         emit = self.emit
         for p in partitions:
             metadata = p.metadata or ""
-            if java_length(metadata) > limit:
+            if 2 * len(metadata) > limit and java_length(metadata) > limit:  # at most 2 UTF-16 units a character
                 answer.append((p.topic, p.partition, ErrorCode.offset_metadata_too_large))
                 continue
             key = OffsetCommitKey(group_id, p.topic, p.partition)
-            emit(key, OffsetCommitValue(offset=p.offset, leader_epoch=p.leader_epoch, metadata=metadata, commit_timestamp=now, expire_timestamp=expire))
+            emit(key, OffsetCommitValue(p.offset, p.leader_epoch, metadata, now, expire))  # offset, epoch, metadata, commit and expire times
             answer.append((p.topic, p.partition, ErrorCode.none))
         return Result(response=answer)
 

@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable
 
 from protocol.errors import ErrorCode
-from protocol.records import Record, build_batch, split_batches
+from protocol.records import build_key_value_batch
 from protocol.share_records import SNAPSHOT, ShareKey, encode_key, encode_value
 
 from ..cluster import AppendOrigin
@@ -101,9 +101,8 @@ class ShareRuntime:
             return
         now = _now_ms()
         encoded = [(encode_key(k), encode_value(v)) for k, v in records]
-        batch = build_batch([Record(offset=i, timestamp=now, key=k, value=v) for i, (k, v) in enumerate(encoded)])
         try:
-            appended = self.partition.append(split_batches(batch, verify_crc=False), AppendOrigin.COORDINATOR)
+            appended = self.partition.append([build_key_value_batch(encoded, now)], AppendOrigin.COORDINATOR)
             if self.owner.fsync_always:
                 self.partition.log.flush()
         except Exception as exc:  # noqa: BLE001 - any storage failure: the log is the truth

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 
 from protocol.errors import ErrorCode
-from protocol.records import Record, build_batch, build_end_txn_marker, iter_key_values, split_batches
+from protocol.records import build_end_txn_marker, build_key_value_batch, iter_key_values, split_batches
 
 from ..cluster import AppendOrigin
 from ..coordinator.common import CoordinatorError
@@ -138,8 +138,7 @@ class TxnRuntime:
 
     def _append(self, encoded: list[tuple[bytes, bytes | None]]) -> None:
         now = _now_ms()
-        batch = build_batch([Record(offset=i, timestamp=now, key=k, value=v) for i, (k, v) in enumerate(encoded)])
-        self.partition.append(split_batches(batch, verify_crc=False), AppendOrigin.COORDINATOR)
+        self.partition.append([build_key_value_batch(encoded, now)], AppendOrigin.COORDINATOR)
         if self.owner.fsync_always:
             self.partition.log.flush()
 

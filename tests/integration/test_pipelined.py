@@ -11,8 +11,10 @@ loopback. Nothing here asserts a duration.
 
 from __future__ import annotations
 
+import asyncio
+import struct
 
-from broker.server import _MAX_INFLIGHT
+from broker.server import _MAX_INFLIGHT, KafkaConnection
 from broker.testing import Broker
 from protocol.errors import ErrorCode
 from protocol.records import split_batches
@@ -181,3 +183,77 @@ async def test_a_pipelined_handler_that_fails_closes_only_its_connection(monkeyp
         (corr, body), = await answers(good, [(8, 9)])
         assert corr == 1 and body.topics[0].partitions[0].error_code == ErrorCode.none
         good.close()
+
+
+class _RecordingTransport:
+    """Stands in for a connection's transport: keeps each write call's bytes, and completes
+    ``done`` once ``expected`` answers have been written."""
+
+    def __init__(self, expected: int) -> None:
+        self.calls: list[bytes] = []
+        self.expected = expected
+        self.done = asyncio.get_running_loop().create_future()
+
+    def _wrote(self, data: bytes) -> None:
+        self.calls.append(data)
+        frames, pos = 0, 0
+        for call in self.calls:
+            pos = 0
+            while pos < len(call):
+                pos += 4 + struct.unpack_from(">i", call, pos)[0]
+                frames += 1
+        if frames >= self.expected and not self.done.done():
+            self.done.set_result(None)
+
+    def write(self, data) -> None:
+        self._wrote(bytes(data))
+
+    def writelines(self, parts) -> None:
+        self._wrote(b"".join(bytes(p) for p in parts))
+
+    def get_extra_info(self, name, default=None):
+        return ("127.0.0.1", 1) if name == "peername" else default
+
+    def set_write_buffer_limits(self, high=None, low=None) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+async def test_commits_of_several_shards_are_answered_in_one_write():
+    """A burst whose commits go to different shards of __consumer_offsets: each shard appends on
+    its own, in the same turn of the loop, and the answers still leave in one write, in order."""
+    async with Broker(settings={"offsets.topic.num.partitions": 8}) as broker:
+        await broker.create_topic("t")
+        coordinator = broker.coordinator
+        groups, shards = [], set()
+        for i in range(1000):  # one group on each shard
+            shard = coordinator.partition_for(f"{GROUP}-{i}")
+            if shard not in shards:
+                shards.add(shard)
+                groups.append(f"{GROUP}-{i}")
+        assert len(groups) == 8
+        transport = _RecordingTransport(len(groups))
+        conn = KafkaConnection(broker.server)
+        conn.connection_made(transport)
+        before = [batches_of(broker, g) for g in groups]
+        conn.data_received(b"".join(request_bytes(8, 9, commit(g, i + 1), i + 1) for i, g in enumerate(groups)))
+        await transport.done
+        assert [batches_of(broker, g) - b for g, b in zip(groups, before, strict=True)] == [1] * len(groups)  # one append per shard
+        assert len(transport.calls) == 1, [len(c) for c in transport.calls]
+        data, pos, corrs = transport.calls[0], 0, []
+        while pos < len(data):
+            corrs.append(struct.unpack_from(">i", data, pos + 4)[0])
+            pos += 4 + struct.unpack_from(">i", data, pos)[0]
+        assert corrs == list(range(1, len(groups) + 1))
+        conn.connection_lost(None)

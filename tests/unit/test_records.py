@@ -20,6 +20,7 @@ from protocol.records import (
     build_batch,
     build_empty_batch,
     build_end_txn_marker,
+    build_key_value_batch,
     iter_records,
     parse_control_key,
     parse_end_txn_marker_value,
@@ -147,6 +148,27 @@ def test_empty_batch_and_control_markers():
     abort = build_end_txn_marker(commit=False, producer_id=3, producer_epoch=1, coordinator_epoch=6,
                                  timestamp=1)
     assert parse_control_key(next(iter_records(abort)).key) == (0, 0)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pairs=st.lists(st.tuples(st.binary(max_size=300), st.none() | st.binary(max_size=300)), min_size=1, max_size=150),
+    timestamp=st.integers(min_value=0, max_value=2**41),
+    producer=st.sampled_from([(-1, -1), (7, 3)]),
+)
+def test_key_value_batch_is_build_batch(pairs, timestamp, producer):
+    """The coordinators' builder writes build_batch's bytes, and the header split_batches reads back."""
+    pid, epoch = producer
+    header, data = build_key_value_batch(pairs, timestamp, producer_id=pid, producer_epoch=epoch)
+    records = [Record(offset=i, timestamp=timestamp, key=k, value=v) for i, (k, v) in enumerate(pairs)]
+    assert data == build_batch(records, producer_id=pid, producer_epoch=epoch, is_transactional=pid >= 0)
+    [(read, view)] = split_batches(data)  # CRC checked
+    assert read == header and bytes(view) == data
+
+
+def test_key_value_batch_rejects_empty():
+    with pytest.raises(ValueError):
+        build_key_value_batch([], 0)
 
 
 def test_validate_produce_batch():

@@ -80,12 +80,12 @@ from .cluster import Cluster
 from .config import INT_MAX, BrokerConfig, per_ip_overrides
 from . import diagnostics, memory
 from .coordinator.service import GroupCoordinator
-from .txn.service import TransactionCoordinator
 from .handlers import HANDLERS, PIPELINED, RequestContext, supported_versions
 from .listeners import Listener
 from .logs import get_logger
 from .security import ANONYMOUS
 from .share import SHARE_STATE_TOPIC
+from .txn import TXN_TOPIC
 
 log = get_logger("server")
 
@@ -139,10 +139,9 @@ class Broker:
         group_config = config.group_config()
         group_config.group_overrides = self.cluster.group_configs  # AlterConfigs' per-group configs, read on each use
         self.coordinator = GroupCoordinator(self.cluster, group_config, fsync_always=config.fsync == "always")
-        self.transactions = TransactionCoordinator(
-            self.cluster, self.coordinator, config.txn_config(), num_partitions=config.transaction_state_log_num_partitions,
-            fsync_always=config.fsync == "always",
-        )
+        # the transaction coordinator (broker/txn/): made, and its modules imported, by the first
+        # request that needs it (InitProducerId, FindCoordinator ...), or at start when __transaction_state exists
+        self._transactions = None
         # the share coordinator and share partitions (KIP-932, broker/share/): made, and their
         # modules imported, by the first share RPC, or at start when __share_group_state exists
         self._share: tuple | None = None
@@ -262,6 +261,23 @@ class Broker:
         if self.metrics is not None:
             self.metrics.authentication(listener, mechanism, None if failure is None else failure[0], reauth)
 
+    @property
+    def transactions(self):
+        """The transaction coordinator (broker/txn/service.py), made on first use."""
+        if self._transactions is None:
+            from .txn.service import TransactionCoordinator
+
+            config = self.config
+            self._transactions = TransactionCoordinator(
+                self.cluster, self.coordinator, config.txn_config(), num_partitions=config.transaction_state_log_num_partitions,
+                fsync_always=config.fsync == "always",
+            )
+        return self._transactions
+
+    def _stop_transactions(self) -> None:
+        if self._transactions is not None:
+            self._transactions.stop()
+
     def _share_parts(self) -> tuple:
         """(ShareCoordinator, SharePartitionManager, ShareStateHook), made on first use."""
         if self._share is None:
@@ -309,7 +325,8 @@ class Broker:
         self.cluster.load()
         self.cluster.logs.start_background()
         self.coordinator.start()
-        self.transactions.start_if_present()
+        if TXN_TOPIC in self.cluster.topics:
+            self.transactions.start_if_present()  # loads it, and completes what a crash left in PREPARE_*
         if SHARE_STATE_TOPIC in self.cluster.topics:
             self.share_coordinator.start_if_present()  # loads it, as every start once it exists
         await self._bind()
@@ -330,7 +347,7 @@ class Broker:
         for listener in self.listeners:
             listener.server.close()
         self.listeners = []
-        self.transactions.stop()
+        self._stop_transactions()
         self._stop_share()
         self.coordinator.stop()
         self.cluster.close()
@@ -380,7 +397,7 @@ class Broker:
             conn.wake()  # a waiting task ends now rather than at the timeout below
         # coordinator writes are flushed; parked JoinGroup/SyncGroup get NOT_COORDINATOR; transactions
         # not completed stay PREPARE_* in __transaction_state, and the next start completes them
-        self.transactions.stop()
+        self._stop_transactions()
         self._stop_share()
         self.coordinator.stop()
         # long polls are cut short

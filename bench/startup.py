@@ -6,8 +6,9 @@ Each start is ``bench.compare.start_kafkalite`` (``python -m broker serve``
 on a fresh data directory, an ApiVersions v3 poller every 2 ms from just
 before exec), so the figure is the one ``make bench-compare`` reports. Prints
 every start, then the median and minimum, the broker's CPU time by its first
-answer (clock ticks, but less sensitive to a busy machine than wall time), and
-/proc/loadavg before and after.
+answer (utime+stime in clock ticks, and the threads' on-CPU time from
+schedstat in nanoseconds: both less sensitive to a busy machine than wall
+time), and /proc/loadavg before and after.
 ``--base DIR`` also starts brokers from another source tree (for example
 ``git archive <commit> | tar -x -C DIR``), alternating with this one start by
 start, so that before and after see the same load, and reports both::
@@ -28,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 from .compare import loadavg, start_kafkalite
-from .procstat import cpu_seconds
+from .procstat import cpu_seconds, oncpu_seconds
 from .spawn import ROOT
 
 
@@ -54,7 +55,7 @@ def main() -> None:
 
     request_class(18, 3), response_class(18, 3)
     trees = {"this": ROOT} | ({"base": a.base.resolve()} if a.base else {})
-    runs: dict[str, dict[str, list[float]]] = {t: {"api": [], "ready": [], "cpu": [], "own": []} for t in trees}
+    runs: dict[str, dict[str, list[float]]] = {t: {"api": [], "ready": [], "cpu": [], "oncpu": [], "own": []} for t in trees}
     tmp = Path(tempfile.mkdtemp(prefix="kafkalite-startup-"))
     print(f"loadavg before: {loadavg()}")
     try:
@@ -68,10 +69,11 @@ def main() -> None:
                 r["api"].append(s.api_versions_s * 1000)
                 r["ready"].append(s.ready_s * 1000)
                 r["cpu"].append(cpu_seconds(s.pid) * 1000)  # by the first answer (and READY): less sensitive to a busy machine than wall time
+                r["oncpu"].append(oncpu_seconds(s.pid) * 1000)
                 r["own"].append(_startup_ms(s.handle.logs()))
                 s.stop()
                 print(f"  {name} start {i + 1:2d}: ApiVersions {r['api'][-1]:6.1f} ms  READY {r['ready'][-1]:6.1f} ms  "
-                      f"(startup_ms {r['own'][-1]:5.1f}, CPU {r['cpu'][-1]:4.0f} ms)")
+                      f"(startup_ms {r['own'][-1]:5.1f}, CPU {r['cpu'][-1]:4.0f} ms, on-CPU {r['oncpu'][-1]:5.1f} ms)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"loadavg after: {loadavg()}")
@@ -80,6 +82,7 @@ def main() -> None:
         print(f"{label}ApiVersions: median {statistics.median(r['api']):.1f} ms, min {min(r['api']):.1f} ms (n={len(r['api'])})")
         print(f"{label}READY line:  median {statistics.median(r['ready']):.1f} ms, min {min(r['ready']):.1f} ms")
         print(f"{label}broker CPU (utime+stime) by then: median {statistics.median(r['cpu']):.0f} ms, min {min(r['cpu']):.0f} ms")
+        print(f"{label}broker on-CPU (schedstat) by then: median {statistics.median(r['oncpu']):.1f} ms, min {min(r['oncpu']):.1f} ms")
         print(f"{label}startup_ms (the broker's own, data dir to READY): median {statistics.median(r['own']):.1f} ms")
 
 if __name__ == "__main__":

@@ -3,9 +3,10 @@
 No timing here: these fail if a module that serving does not need at once
 (the admin CLI, Prometheus, the handler modules, fault injection, kio message
 classes, ``importlib.metadata`` through the ``crc32c`` package, the share-group
-code, the assignors' ``fractions`` and OpenSSL's hashes) is imported on the way
-to READY, if a table kept to avoid an import disagrees with the modules it
-stands for, or if what is imported on first use is not there when first used.
+code, the transaction coordinator, the assignors' ``fractions``, OpenSSL's
+hashes, the compression codecs) is imported on the way to READY, if a table
+kept to avoid an import disagrees with the modules it stands for, or if what is
+imported on first use is not there when first used.
 """
 
 from __future__ import annotations
@@ -62,14 +63,38 @@ def test_serve_imports_only_what_serving_needs(tmp_path):
         or (m.startswith("broker.handlers.") and m != "broker.handlers")
     )
     assert unwanted == []
-    # share groups' code: imported by the first share-group request or record, or at start once __share_group_state exists
-    share = sorted(m for m in mods if m.startswith(("broker.share.", "broker.coordinator.share", "protocol.group_records.share",
-                                                       "protocol.share_records")))
-    assert share == []
-    assert sorted(m for m in mods if m in ("fractions", "decimal", "hashlib")) == []
+    # share groups' and transactions' code: imported by the first request or record that needs it,
+    # or at start once __share_group_state / __transaction_state exists
+    later = sorted(m for m in mods if m.startswith(("broker.share.", "broker.coordinator.share", "protocol.group_records.share",
+                                                       "protocol.share_records", "broker.txn.", "protocol.txn_records")))
+    assert later == []
+    assert sorted(m for m in mods if m in ("fractions", "decimal", "hashlib", "cramjam")) == []  # imported on first use
     # kio message classes are loaded when a request of their kind first arrives; only the headers are needed to listen
     kio_messages = sorted(m for m in mods if m.startswith("kio.schema.") and m.count(".") >= 3 and "_header." not in m)
     assert kio_messages == []
+
+
+def test_share_and_transaction_state_on_disk_are_loaded_at_start(tmp_path):
+    """A data directory with __share_group_state and __transaction_state: the start imports their
+    coordinators and starts loading both before READY, as it did when they were made with the broker."""
+    import asyncio
+
+    from broker.cli import config_from_args
+    from broker.server import Broker
+
+    async def first_run() -> None:
+        b = Broker(config_from_args(["serve", "--port", "0", "--data-dir", str(tmp_path / "data")], environ={}))
+        await b.start()
+        try:
+            b.share_coordinator.ensure_started()
+            b.transactions.ensure_started()
+        finally:
+            await b.stop()
+
+    asyncio.run(first_run())
+    assert {"__share_group_state", "__transaction_state"} <= {p.name.rsplit("-", 1)[0] for p in (tmp_path / "data").iterdir()}
+    mods = _modules_at_ready(tmp_path)
+    assert {"broker.share.coordinator", "broker.share.manager", "broker.txn.service"} <= mods
 
 
 def test_metrics_port_still_imports_prometheus(tmp_path):

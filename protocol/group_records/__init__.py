@@ -387,30 +387,30 @@ def _load_share():
     """Import :mod:`.share` and add its records to the tables above (once); the module."""
     global _share_loaded
     share = import_module(f"{__name__}.share")  # not ``from . import share``: that asks __getattr__ below
-    from ._codec import (
-        SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
-        SHARE_GROUP_MEMBER_METADATA,
-        SHARE_GROUP_METADATA,
-        SHARE_GROUP_STATE_PARTITION_METADATA,
-        SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
-        SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
-    )
-
     if not _share_loaded:
-        groups_of_two = {  # record type -> key class, for the keys of a group id and a member id
+        from ._codec import (
+            SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+            SHARE_GROUP_MEMBER_METADATA,
+            SHARE_GROUP_METADATA,
+            SHARE_GROUP_STATE_PARTITION_METADATA,
+            SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
+            SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
+        )
+
+        member_keys = {  # record type -> key class, for the keys of a group id and a member id
             SHARE_GROUP_MEMBER_METADATA: share.ShareGroupMemberMetadataKey,
             SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER: share.ShareGroupTargetAssignmentMemberKey,
             SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT: share.ShareGroupCurrentMemberAssignmentKey,
         }
-        groups_only = {  # ... and those of a group id alone
+        group_keys = {  # ... and for those of a group id alone
             SHARE_GROUP_METADATA: share.ShareGroupMetadataKey,
             SHARE_GROUP_TARGET_ASSIGNMENT_METADATA: share.ShareGroupTargetAssignmentMetadataKey,
             SHARE_GROUP_STATE_PARTITION_METADATA: share.ShareGroupStatePartitionMetadataKey,
         }
-        for rtype, cls in groups_of_two.items():
+        for rtype, cls in member_keys.items():
             _SHARE_KEY_ENCODERS[cls] = lambda k, rtype=rtype: _key_two_strings(rtype, k.group_id, k.member_id)
             _KEY_DECODERS[rtype] = _dec_key_two(cls)
-        for rtype, cls in groups_only.items():
+        for rtype, cls in group_keys.items():
             _SHARE_KEY_ENCODERS[cls] = lambda k, rtype=rtype: _key_group_only(rtype, k.group_id)
             _KEY_DECODERS[rtype] = _dec_key_group(cls)
         _CG_ENCODERS.update(share._SG_ENCODERS)

@@ -158,11 +158,12 @@ class Spawned:
             self.handle.stop()
 
 
-def start_kafkalite(data: Path, *extra: str, log_name: str = "") -> Spawned:
-    """``bench.spawn.Broker`` on a port chosen here, with an ApiVersions poller running from just before exec."""
+def start_kafkalite(data: Path, *extra: str, log_name: str = "", root: Path | None = None) -> Spawned:
+    """``bench.spawn.Broker`` on a port chosen here, with an ApiVersions poller running from just before exec;
+    ``root``: run the broker from that source tree rather than this one."""
     port = free_port()
     b = Broker(data, "--port", str(port), "--fsync", "interval", "--log-format", "json", *extra,
-               log_path=data.parent / f"{log_name or data.name}.log")
+               log_path=data.parent / f"{log_name or data.name}.log", root=root or ROOT)
     box: dict = {}
 
     def poll() -> None:

@@ -80,13 +80,12 @@ from .cluster import Cluster
 from .config import INT_MAX, BrokerConfig, per_ip_overrides
 from . import diagnostics, memory
 from .coordinator.service import GroupCoordinator
-from .share.coordinator import ShareCoordinator, ShareStateHook
-from .share.manager import SharePartitionManager
-from .txn.service import TransactionCoordinator
 from .handlers import HANDLERS, PIPELINED, RequestContext, supported_versions
 from .listeners import Listener
 from .logs import get_logger
 from .security import ANONYMOUS
+from .share import SHARE_STATE_TOPIC
+from .txn import TXN_TOPIC
 
 log = get_logger("server")
 
@@ -140,17 +139,14 @@ class Broker:
         group_config = config.group_config()
         group_config.group_overrides = self.cluster.group_configs  # AlterConfigs' per-group configs, read on each use
         self.coordinator = GroupCoordinator(self.cluster, group_config, fsync_always=config.fsync == "always")
-        self.transactions = TransactionCoordinator(
-            self.cluster, self.coordinator, config.txn_config(), num_partitions=config.transaction_state_log_num_partitions,
-            fsync_always=config.fsync == "always",
-        )
-        # the share coordinator (KIP-932): __share_group_state, made when first needed (broker/share/)
-        self.share_coordinator = ShareCoordinator(self.cluster, config.share_config(), fsync_always=config.fsync == "always")
-        self.share_partitions = SharePartitionManager(self.cluster, self.share_coordinator, config.share_config(),
-                                                      group_overrides=self.cluster.group_configs)
+        # the transaction coordinator (broker/txn/): made, and its modules imported, by the first
+        # request that needs it (InitProducerId, FindCoordinator ...), or at start when __transaction_state exists
+        self._transactions = None
+        # the share coordinator and share partitions (KIP-932, broker/share/): made, and their
+        # modules imported, by the first share RPC, or at start when __share_group_state exists
+        self._share: tuple | None = None
         # the hook the group coordinator calls to initialize and delete share groups' state
-        self.share_state_hook = ShareStateHook(self.share_coordinator, on_delete=self.share_partitions.forget)
-        self.coordinator.share_state = self.share_state_hook
+        self.coordinator.share_state = _ShareStateOnDemand(self)
         self.cluster.on_topic_deleted.append(self.share_topic_deleted)
         self.supported = supported_versions()
         # TLS contexts and SASL mechanisms per listener (None: every listener is PLAINTEXT)
@@ -265,10 +261,59 @@ class Broker:
         if self.metrics is not None:
             self.metrics.authentication(listener, mechanism, None if failure is None else failure[0], reauth)
 
+    @property
+    def transactions(self):
+        """The transaction coordinator (broker/txn/service.py), made on first use."""
+        if self._transactions is None:
+            from .txn.service import TransactionCoordinator
+
+            config = self.config
+            self._transactions = TransactionCoordinator(
+                self.cluster, self.coordinator, config.txn_config(), num_partitions=config.transaction_state_log_num_partitions,
+                fsync_always=config.fsync == "always",
+            )
+        return self._transactions
+
+    def _stop_transactions(self) -> None:
+        if self._transactions is not None:
+            self._transactions.stop()
+
+    def _share_parts(self) -> tuple:
+        """(ShareCoordinator, SharePartitionManager, ShareStateHook), made on first use."""
+        if self._share is None:
+            from .share.coordinator import ShareCoordinator, ShareStateHook
+            from .share.manager import SharePartitionManager
+
+            config = self.config
+            coordinator = ShareCoordinator(self.cluster, config.share_config(), fsync_always=config.fsync == "always")
+            partitions = SharePartitionManager(self.cluster, coordinator, config.share_config(), group_overrides=self.cluster.group_configs)
+            self._share = (coordinator, partitions, ShareStateHook(coordinator, on_delete=partitions.forget))
+        return self._share
+
+    @property
+    def share_coordinator(self):
+        """The share coordinator: ``__share_group_state`` (broker/share/coordinator.py)."""
+        return self._share_parts()[0]
+
+    @property
+    def share_partitions(self):
+        """The share partitions and share sessions (broker/share/manager.py)."""
+        return self._share_parts()[1]
+
+    @property
+    def share_state_hook(self):
+        return self._share_parts()[2]
+
+    def _stop_share(self) -> None:
+        if self._share is not None:
+            self.share_partitions.stop()
+            self.share_coordinator.stop()
+
     def share_topic_deleted(self, topic_id) -> None:
         """A deleted topic's share state goes with it (Kafka's share coordinator writes its tombstones)."""
-        self.share_partitions.topic_deleted(topic_id)
-        self.share_coordinator.topic_deleted(topic_id)
+        if self._share is not None:  # else there is no share state in memory to drop
+            self.share_partitions.topic_deleted(topic_id)
+            self.share_coordinator.topic_deleted(topic_id)
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -280,8 +325,10 @@ class Broker:
         self.cluster.load()
         self.cluster.logs.start_background()
         self.coordinator.start()
-        self.transactions.start_if_present()
-        self.share_coordinator.start_if_present()
+        if TXN_TOPIC in self.cluster.topics:
+            self.transactions.start_if_present()  # loads it, and completes what a crash left in PREPARE_*
+        if SHARE_STATE_TOPIC in self.cluster.topics:
+            self.share_coordinator.start_if_present()  # loads it, as every start once it exists
         await self._bind()
         self._sweep_handle = self.loop.call_later(self.sweep_s, self._sweep)
         if self.metrics is not None:
@@ -300,9 +347,8 @@ class Broker:
         for listener in self.listeners:
             listener.server.close()
         self.listeners = []
-        self.transactions.stop()
-        self.share_partitions.stop()
-        self.share_coordinator.stop()
+        self._stop_transactions()
+        self._stop_share()
         self.coordinator.stop()
         self.cluster.close()
 
@@ -351,9 +397,8 @@ class Broker:
             conn.wake()  # a waiting task ends now rather than at the timeout below
         # coordinator writes are flushed; parked JoinGroup/SyncGroup get NOT_COORDINATOR; transactions
         # not completed stay PREPARE_* in __transaction_state, and the next start completes them
-        self.transactions.stop()
-        self.share_partitions.stop()
-        self.share_coordinator.stop()
+        self._stop_transactions()
+        self._stop_share()
         self.coordinator.stop()
         # long polls are cut short
         for topic in self.cluster.topics.values():
@@ -531,6 +576,20 @@ def _answer_size(out) -> int:
     for b in out:
         n += len(b)
     return n
+
+
+class _ShareStateOnDemand:
+    """The group coordinator's share-state hook (broker/share/coordinator.py's ShareStateHook),
+    made with the share coordinator when a share group first needs it."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def initialize(self, group_id: str, *args) -> dict:
+        return await self.broker.share_state_hook.initialize(group_id, *args)
+
+    async def delete(self, group_id: str, partitions: dict | None = None) -> dict:
+        return await self.broker.share_state_hook.delete(group_id, partitions)
 
 
 class _ConnectionLog:
@@ -735,7 +794,8 @@ class KafkaConnection(asyncio.Protocol):
                 broker.metrics.connection_closed(self)
             if self.ip is not None:
                 broker._forget_ip(self.ip)
-        broker.share_partitions.connection_closed(self)  # its share sessions end with it (Kafka 4.4)
+        if broker._share is not None:
+            broker.share_partitions.connection_closed(self)  # its share sessions end with it (Kafka 4.4)
         task = self.task
         self.waiter = None
         if task is not None:

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import struct
 
-import cramjam
-
 __all__ = [
     "CorruptRecordError",
     "NONE",
@@ -51,6 +49,13 @@ LZ4 = 3
 ZSTD = 4
 
 CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+
+cramjam = None  # the cramjam package, imported by the first compressed batch (a start needs none)
+
+
+def _load_cramjam() -> None:
+    global cramjam
+    import cramjam
 
 # --------------------------------------------------------------------------- snappy (xerial)
 
@@ -162,6 +167,8 @@ def compress(codec: int, data) -> bytes:
     """Compress ``data`` (bytes-like) with Kafka codec id ``codec``."""
     if codec == NONE:
         return bytes(data)
+    if cramjam is None:
+        _load_cramjam()
     if codec == GZIP:
         return bytes(cramjam.gzip.compress(data))
     if codec == SNAPPY:
@@ -207,6 +214,8 @@ def decompress(codec: int, data, limit: int | None = None) -> bytes:
     """
     if codec == NONE:
         return bytes(data)
+    if cramjam is None:
+        _load_cramjam()
     if limit is not None and codec in (GZIP, LZ4, ZSTD):
         return _decompress_bounded(codec, data, limit)
     try:

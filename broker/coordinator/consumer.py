@@ -12,7 +12,6 @@ records.
 from __future__ import annotations
 
 import base64
-import hashlib
 import time
 import uuid
 from dataclasses import dataclass
@@ -553,6 +552,8 @@ class ConsumerGroups(ShardPart):
         cached_sub, cached_meta, cached = group.hash_cache
         if cached_sub == group.subscription_version and cached_meta == meta.version:
             return cached if group.members else 0
+        import hashlib  # here, not at the top: a start need not load OpenSSL's hashes
+
         h = hashlib.blake2b(digest_size=8)
         for name in sorted(group.subscribed_topic_names()):
             info = meta.by_name.get(name)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol.errors import ErrorCode
 
@@ -33,7 +33,9 @@ from .events import EventPublisher
 from .offsets import CommitPartition
 from .placement import partition_for
 from .runtime import ACTIVE, LOADING, LoopWatch, ShardRuntime
-from .share import ShareHeartbeatParams
+
+if TYPE_CHECKING:  # share.py is imported by the first share-group request, not at start
+    from .share import ShareHeartbeatParams
 
 OFFSETS_TOPIC = "__consumer_offsets"
 

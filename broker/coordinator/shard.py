@@ -36,8 +36,6 @@ from .consumer import ConsumerGroups
 from .consumer_group import ConsumerGroup
 from .consumer_replay import CONSUMER_KEYS, consumer_undo, replay_consumer
 from .migration import Migration
-from .share import ShareGroups
-from .share_group import SHARE_KEYS, ShareGroup, replay_share, share_undo
 from .classic_group import DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
 from .common import TIMER, GroupConfig, GroupEvent, Result, Timers, merge_results
 from .offsets import (
@@ -54,6 +52,23 @@ from .offsets import (
 )
 
 RETENTION_TIMER = "offsets-retention"
+
+# The share-group code (share.py, share_group.py, share_init.py and the share records' codecs) is
+# imported by the first share-group request or share record (_share_group_module): until then no
+# group is a ShareGroup and no key a share key, and these empty tuples stand for their classes.
+_ShareGroup: type | tuple = ()
+_SHARE_KEYS: tuple = ()
+_share_group = None
+
+
+def _share_group_module():
+    """broker.coordinator.share_group, imported on first use (and the stand-ins above replaced)."""
+    global _share_group, _ShareGroup, _SHARE_KEYS
+    if _share_group is None:
+        from . import share_group
+
+        _share_group, _ShareGroup, _SHARE_KEYS = share_group, share_group.ShareGroup, share_group.SHARE_KEYS
+    return _share_group
 
 _MISSING = object()
 _NO_OFFSETS: dict = {}
@@ -137,7 +152,7 @@ class GroupShard:
         self.metadata = metadata if metadata is not None else _EmptyMetadata()
         self.consumer = ConsumerGroups(self)
         self.migration = Migration(self)
-        self.share = ShareGroups(self)
+        self._share = None  # the share groups' part (share.py), made on first use: see share
         # the broker has a share-state hook (share_init.py): partitions wait for its initialization
         self.share_state_hook = False
         self.skipped_records = 0
@@ -164,8 +179,20 @@ class GroupShard:
                 self.groups[key.group] = ClassicGroup.from_record(key.group, value)
         elif isinstance(key, CONSUMER_KEYS):
             replay_consumer(self.groups, key, value)
-        elif isinstance(key, SHARE_KEYS):
-            replay_share(self.groups, key, value)
+        else:
+            share_group = _share_group_module()  # a share-group record: the first one imports the share-group code
+            if isinstance(key, share_group.SHARE_KEYS):
+                share_group.replay_share(self.groups, key, value)
+
+    @property
+    def share(self):
+        """The share groups' part (share.py), made, and the share-group code imported, on first use."""
+        if self._share is None:
+            _share_group_module()
+            from .share import ShareGroups
+
+            self._share = ShareGroups(self)
+        return self._share
 
     def replay_marker(self, producer_id: int, commit: bool) -> list:
         """Apply a COMMIT or ABORT marker of ``producer_id``: the offset records its transaction made
@@ -271,8 +298,8 @@ class GroupShard:
             return _STATE, group, group.state if group is not None else None
         if isinstance(key, CONSUMER_KEYS):
             return _UNDO, key, consumer_undo(self.groups, key)
-        if isinstance(key, SHARE_KEYS):
-            return _UNDO, key, share_undo(self.groups, key)
+        if isinstance(key, _SHARE_KEYS):  # emitted by share.py: the stand-in is replaced by then
+            return _UNDO, key, _share_group_module().share_undo(self.groups, key)
         return _RECORD, key, None
 
     def _rollback(self, journal: list) -> None:
@@ -303,7 +330,7 @@ class GroupShard:
         for group in list(self.groups.values()):
             if isinstance(group, ConsumerGroup):
                 self.consumer.on_loaded(group)
-            elif isinstance(group, ShareGroup):
+            elif isinstance(group, _ShareGroup):
                 self.share.on_loaded(group)
             else:
                 out += self.classic.on_loaded(group)
@@ -339,7 +366,7 @@ class GroupShard:
     def offset_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int,
                       retention_ms: int, partitions: list[CommitPartition]) -> Result:
         group = self.groups.get(group_id)
-        if isinstance(group, ShareGroup):  # as Kafka: "Group g is not a consumer group."
+        if isinstance(group, _ShareGroup):  # as Kafka: "Group g is not a consumer group."
             error = ErrorCode.group_id_not_found
         elif isinstance(group, ConsumerGroup):
             error = validate_consumer_commit(group, version=version, epoch=generation, member_id=member_id,
@@ -375,7 +402,7 @@ class GroupShard:
                           producer_id: int, producer_epoch: int, partitions: list[CommitPartition]) -> Result:
         """TxnOffsetCommit: the offsets wait in the producer's transaction until its marker."""
         group = self.groups.get(group_id)
-        if isinstance(group, ShareGroup):
+        if isinstance(group, _ShareGroup):
             error = ErrorCode.group_id_not_found
         elif isinstance(group, ConsumerGroup):
             error = validate_consumer_commit(group, version=version, epoch=generation, member_id=member_id, transactional=True,
@@ -447,7 +474,7 @@ class GroupShard:
         group = self.groups.get(group_id)
         if group is None or group.state == DEAD:
             return Result(response=(ErrorCode.group_id_not_found, []))
-        if isinstance(group, ShareGroup):
+        if isinstance(group, _ShareGroup):
             return Result(response=(ErrorCode.group_id_not_found, []))
         if group.state != EMPTY and group.protocol_type != "consumer":
             return Result(response=(ErrorCode.non_empty_group, []))
@@ -486,7 +513,7 @@ class GroupShard:
                 doomed += [tp for tp in self.offsets.pending_partitions(gid) if tp not in self.offsets.latest.get(gid, {})]
             for topic, partition in doomed:
                 self.emit(*offset_record(gid, topic, partition, None))
-            if isinstance(group, ShareGroup):
+            if isinstance(group, _ShareGroup):
                 held = self.share.init.held_partitions(group)
                 if held:
                     share_state[gid] = held
@@ -498,7 +525,7 @@ class GroupShard:
     def _write_group_tombstones(self, group) -> None:
         if isinstance(group, ConsumerGroup):
             self.consumer.delete_group_records(group)
-        elif isinstance(group, ShareGroup):
+        elif isinstance(group, _ShareGroup):
             self.share.delete_group_records(group)
         else:
             self.emit(*group.tombstone())
@@ -512,7 +539,7 @@ class GroupShard:
         now = self.now_ms()
         removed_groups = []
         for gid, group in list(self.groups.items()):
-            if isinstance(group, ShareGroup):
+            if isinstance(group, _ShareGroup):
                 continue  # as Kafka: share groups are not expired
             offsets = self.offsets.latest.get(gid, {})
             if isinstance(group, ConsumerGroup):

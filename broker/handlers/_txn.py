@@ -8,7 +8,7 @@ from ..coordinator.common import CoordinatorError
 
 
 def transactions(ctx):
-    """The transaction coordinator (created with the broker; ``__transaction_state`` on first use)."""
+    """The transaction coordinator (made on first use; ``__transaction_state`` when a transaction first needs it)."""
     return ctx.broker.transactions
 
 

@@ -35,11 +35,11 @@ from ..cluster import AppendOrigin
 from ..coordinator.placement import partition_for
 from ..logs import get_logger
 from ..txn.service import ACTIVE, FAILED, LOADING, check_active, load_all, replay_log
+from . import SHARE_STATE_TOPIC
 from .state import ShareConfig, ShareGroupOffset, ShareStateError, ShareStateShard, WriteData
 
 log = get_logger("share-coordinator")
 
-SHARE_STATE_TOPIC = "__share_group_state"
 _LOAD_CHUNK = 5 * 1024 * 1024  # share.coordinator.load.buffer.size
 
 

@@ -1,3 +1,5 @@
 """The transaction coordinator: the state of one ``__transaction_state`` partition and the
 operations on it (``shard``, no I/O), and the runtime that serves them (``service``).
 See docs/transactions.md."""
+
+TXN_TOPIC = "__transaction_state"  # named here so that a start can look for it without importing the rest

@@ -35,11 +35,11 @@ from ..cluster import AppendOrigin
 from ..coordinator.common import CoordinatorError
 from ..coordinator.placement import partition_for
 from ..logs import get_logger
+from . import TXN_TOPIC
 from .shard import Completion, Marker, TxnConfig, TxnResult, TxnShard
 
 log = get_logger("transactions")
 
-TXN_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 LOADING, ACTIVE, FAILED = "loading", "active", "failed"
 _LOAD_CHUNK = 5 * 1024 * 1024

@@ -40,7 +40,8 @@ hand-unrolled paths; everything else goes through a small reader/writer.
 Layout: :mod:`._codec` (record types, reader/writer, varints, caches,
 :class:`RecordFormatError`), :mod:`.classic` (offset commits and group
 metadata), :mod:`.consumer` (KIP-848 consumer-group records), :mod:`.share`
-(KIP-932 share-group records); this module
+(KIP-932 share-group records, imported on first need: a share record's bytes
+to decode, a share-group name looked up here); this module
 holds the dispatch by record type / value class (``encode_key``,
 ``decode_key``, ``encode_value``, ``encode_value_version``,
 ``decode_value``) and :data:`VALUE_VERSIONS`.
@@ -49,8 +50,9 @@ holds the dispatch by record type / value class (``encode_key``,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import import_module
 
-from . import _codec, classic, consumer, share
+from . import _codec, classic, consumer
 from ._codec import (
     _DECODE_ERRORS,
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
@@ -63,12 +65,6 @@ from ._codec import (
     GROUP_METADATA,
     LEGACY_OFFSET_COMMIT,
     OFFSET_COMMIT,
-    SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
-    SHARE_GROUP_MEMBER_METADATA,
-    SHARE_GROUP_METADATA,
-    SHARE_GROUP_STATE_PARTITION_METADATA,
-    SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
-    SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
     _dec_key_group,
     _dec_key_two,
     _fail,
@@ -115,22 +111,24 @@ from .consumer import (
     TopicPartitions,
     _check_v0,
 )
-from .share import (
-    ShareGroupCurrentMemberAssignmentKey,
-    ShareGroupCurrentMemberAssignmentValue,
-    ShareGroupMemberMetadataKey,
-    ShareGroupMemberMetadataValue,
-    ShareGroupMetadataKey,
-    ShareGroupMetadataValue,
-    ShareGroupStatePartitionMetadataKey,
-    ShareGroupStatePartitionMetadataValue,
-    ShareGroupTargetAssignmentMemberKey,
-    ShareGroupTargetAssignmentMemberValue,
-    ShareGroupTargetAssignmentMetadataKey,
-    ShareGroupTargetAssignmentMetadataValue,
-    ShareTopicPartitions,
-    TopicInfo,
-    TopicPartitionsInfo,
+
+# the names :mod:`.share` defines, given by ``__getattr__`` below once it is imported
+_SHARE_NAMES = (
+    "ShareGroupCurrentMemberAssignmentKey",
+    "ShareGroupCurrentMemberAssignmentValue",
+    "ShareGroupMemberMetadataKey",
+    "ShareGroupMemberMetadataValue",
+    "ShareGroupMetadataKey",
+    "ShareGroupMetadataValue",
+    "ShareGroupStatePartitionMetadataKey",
+    "ShareGroupStatePartitionMetadataValue",
+    "ShareGroupTargetAssignmentMemberKey",
+    "ShareGroupTargetAssignmentMemberValue",
+    "ShareGroupTargetAssignmentMetadataKey",
+    "ShareGroupTargetAssignmentMetadataValue",
+    "ShareTopicPartitions",
+    "TopicInfo",
+    "TopicPartitionsInfo",
 )
 
 # Bound by assignment, not imported by name, because the code below calls their
@@ -141,9 +139,9 @@ _I16 = _codec._I16
 _I16I16 = _codec._I16I16
 _I32 = _codec._I32
 _offset_key_cache = classic._offset_key_cache
-# the version-0-only flexible values of the KIP-848 and KIP-932 records
-_CG_ENCODERS = {**consumer._CG_ENCODERS, **share._SG_ENCODERS}
-_CG_DECODERS = {**consumer._CG_DECODERS, **share._SG_DECODERS}
+# the version-0-only flexible values of the KIP-848 records, and of the KIP-932 ones once loaded
+_CG_ENCODERS = dict(consumer._CG_ENCODERS)
+_CG_DECODERS = dict(consumer._CG_DECODERS)
 
 __all__ = [
     "ClassicMemberMetadata",
@@ -215,8 +213,7 @@ VALUE_VERSIONS: dict[type, tuple[int, int]] = {
     ConsumerGroupTargetAssignmentMemberValue: (0, 0),
     ConsumerGroupCurrentMemberAssignmentValue: (0, 0),
     ConsumerGroupRegularExpressionValue: (0, 0),
-    **{cls: (0, 0) for cls in share._SG_ENCODERS},
-}
+}  # and the share-group values once loaded
 
 
 # --------------------------------------------------------------------------
@@ -246,7 +243,7 @@ def encode_key(key) -> bytes:
         return _key_two_strings(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, key.group_id, key.member_id)
     if cls is ConsumerGroupRegularExpressionKey:
         return _key_two_strings(CONSUMER_GROUP_REGULAR_EXPRESSION, key.group_id, key.regular_expression)
-    enc = _SHARE_KEY_ENCODERS.get(cls)
+    enc = _SHARE_KEY_ENCODERS.get(cls) or _share_entry(_SHARE_KEY_ENCODERS, cls)
     if enc is not None:
         return enc(key)
     if cls is UnknownRecordType:
@@ -255,22 +252,9 @@ def encode_key(key) -> bytes:
         raise TypeError(f"cannot encode a key of unknown record type {key.record_type} without its bytes")
     raise TypeError(f"not a __consumer_offsets record key: {key!r}")
 
-_SHARE_KEY_ENCODERS = {
-    ShareGroupMemberMetadataKey: lambda k: _key_two_strings(SHARE_GROUP_MEMBER_METADATA, k.group_id, k.member_id),
-    ShareGroupMetadataKey: lambda k: _key_group_only(SHARE_GROUP_METADATA, k.group_id),
-    ShareGroupTargetAssignmentMetadataKey: lambda k: _key_group_only(SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, k.group_id),
-    ShareGroupTargetAssignmentMemberKey: lambda k: _key_two_strings(SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, k.group_id, k.member_id),
-    ShareGroupCurrentMemberAssignmentKey: lambda k: _key_two_strings(SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, k.group_id, k.member_id),
-    ShareGroupStatePartitionMetadataKey: lambda k: _key_group_only(SHARE_GROUP_STATE_PARTITION_METADATA, k.group_id),
-}
+_SHARE_KEY_ENCODERS: dict = {}  # filled by _load_share
 
 _KEY_DECODERS = {
-    SHARE_GROUP_MEMBER_METADATA: _dec_key_two(ShareGroupMemberMetadataKey),
-    SHARE_GROUP_METADATA: _dec_key_group(ShareGroupMetadataKey),
-    SHARE_GROUP_TARGET_ASSIGNMENT_METADATA: _dec_key_group(ShareGroupTargetAssignmentMetadataKey),
-    SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER: _dec_key_two(ShareGroupTargetAssignmentMemberKey),
-    SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT: _dec_key_two(ShareGroupCurrentMemberAssignmentKey),
-    SHARE_GROUP_STATE_PARTITION_METADATA: _dec_key_group(ShareGroupStatePartitionMetadataKey),
     GROUP_METADATA: _dec_key_group(GroupMetadataKey),
     CONSUMER_GROUP_METADATA: _dec_key_group(ConsumerGroupMetadataKey),
     CONSUMER_GROUP_PARTITION_METADATA: _dec_key_group(ConsumerGroupPartitionMetadataKey),
@@ -297,7 +281,7 @@ def decode_key(data: bytes):
     try:
         if rtype == OFFSET_COMMIT or rtype == LEGACY_OFFSET_COMMIT:
             return _dec_offset_key(data, rtype == LEGACY_OFFSET_COMMIT)
-        dec = _KEY_DECODERS.get(rtype)
+        dec = _KEY_DECODERS.get(rtype) or _share_entry(_KEY_DECODERS, rtype)
         if dec is None:
             return UnknownRecordType(rtype, data)
         r = _Reader(data, 2)
@@ -329,7 +313,7 @@ def encode_value(value) -> bytes:
         return _enc_offset_commit(value, OFFSET_COMMIT_VALUE_VERSION)
     if cls is GroupMetadataValue:
         return _enc_group_metadata(value, GROUP_METADATA_VALUE_VERSION)
-    enc = _CG_ENCODERS.get(cls)
+    enc = _CG_ENCODERS.get(cls) or _share_entry(_CG_ENCODERS, cls)
     if enc is None:
         raise TypeError(f"not a __consumer_offsets record value: {value!r}")
     return enc(value)
@@ -346,7 +330,7 @@ def encode_value_version(value, version: int) -> bytes:
         return _enc_offset_commit(value, version)
     if cls is GroupMetadataValue:
         return _enc_group_metadata(value, version)
-    enc = _CG_ENCODERS.get(cls)
+    enc = _CG_ENCODERS.get(cls) or _share_entry(_CG_ENCODERS, cls)
     if enc is None:
         raise TypeError(f"not a __consumer_offsets record value: {value!r}")
     if version != 0:
@@ -377,7 +361,7 @@ def decode_value(key, data: bytes | None):
             return _dec_offset_commit(data, version)
         if cls is GroupMetadataKey:
             return _dec_group_metadata(data, version)
-        entry = _CG_DECODERS.get(cls)
+        entry = _CG_DECODERS.get(cls) or _share_entry(_CG_DECODERS, cls)
         if entry is None:
             raise TypeError(f"not a known __consumer_offsets record key: {key!r}")
         name, dec = entry
@@ -391,3 +375,62 @@ def decode_value(key, data: bytes | None):
         raise
     except _DECODE_ERRORS as e:
         raise RecordFormatError(f"malformed value (version {version}) for {cls.__name__}: {e}") from None
+
+
+# --------------------------------------------------------------------------
+# the KIP-932 share-group records, imported on first need
+
+_share_loaded = False
+
+
+def _load_share():
+    """Import :mod:`.share` and add its records to the tables above (once); the module."""
+    global _share_loaded
+    share = import_module(f"{__name__}.share")  # not ``from . import share``: that asks __getattr__ below
+    if not _share_loaded:
+        from ._codec import (
+            SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+            SHARE_GROUP_MEMBER_METADATA,
+            SHARE_GROUP_METADATA,
+            SHARE_GROUP_STATE_PARTITION_METADATA,
+            SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
+            SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
+        )
+
+        member_keys = {  # record type -> key class, for the keys of a group id and a member id
+            SHARE_GROUP_MEMBER_METADATA: share.ShareGroupMemberMetadataKey,
+            SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER: share.ShareGroupTargetAssignmentMemberKey,
+            SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT: share.ShareGroupCurrentMemberAssignmentKey,
+        }
+        group_keys = {  # ... and for those of a group id alone
+            SHARE_GROUP_METADATA: share.ShareGroupMetadataKey,
+            SHARE_GROUP_TARGET_ASSIGNMENT_METADATA: share.ShareGroupTargetAssignmentMetadataKey,
+            SHARE_GROUP_STATE_PARTITION_METADATA: share.ShareGroupStatePartitionMetadataKey,
+        }
+        for rtype, cls in member_keys.items():
+            _SHARE_KEY_ENCODERS[cls] = lambda k, rtype=rtype: _key_two_strings(rtype, k.group_id, k.member_id)
+            _KEY_DECODERS[rtype] = _dec_key_two(cls)
+        for rtype, cls in group_keys.items():
+            _SHARE_KEY_ENCODERS[cls] = lambda k, rtype=rtype: _key_group_only(rtype, k.group_id)
+            _KEY_DECODERS[rtype] = _dec_key_group(cls)
+        _CG_ENCODERS.update(share._SG_ENCODERS)
+        _CG_DECODERS.update(share._SG_DECODERS)
+        VALUE_VERSIONS.update({cls: (0, 0) for cls in share._SG_ENCODERS})
+        globals().update({name: getattr(share, name) for name in _SHARE_NAMES})
+        _share_loaded = True
+    return share
+
+
+def _share_entry(table: dict, key):
+    """``table.get(key)`` once the share-group records are loaded (a miss before may be one of theirs)."""
+    if _share_loaded:
+        return None
+    _load_share()
+    return table.get(key)
+
+
+def __getattr__(name: str):
+    if name == "share" or name in _SHARE_NAMES:
+        share = _load_share()
+        return share if name == "share" else getattr(share, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,9 +2,11 @@
 
 No timing here: these fail if a module that serving does not need at once
 (the admin CLI, Prometheus, the handler modules, fault injection, kio message
-classes, ``importlib.metadata`` through the ``crc32c`` package) is imported
-on the way to READY, or if a table kept to avoid an import disagrees with the
-modules it stands for.
+classes, ``importlib.metadata`` through the ``crc32c`` package, the share-group
+code, the transaction coordinator, the assignors' ``fractions``, OpenSSL's
+hashes, the compression codecs) is imported on the way to READY, if a table
+kept to avoid an import disagrees with the modules it stands for, or if what is
+imported on first use is not there when first used.
 """
 
 from __future__ import annotations
@@ -61,9 +63,38 @@ def test_serve_imports_only_what_serving_needs(tmp_path):
         or (m.startswith("broker.handlers.") and m != "broker.handlers")
     )
     assert unwanted == []
+    # share groups' and transactions' code: imported by the first request or record that needs it,
+    # or at start once __share_group_state / __transaction_state exists
+    later = sorted(m for m in mods if m.startswith(("broker.share.", "broker.coordinator.share", "protocol.group_records.share",
+                                                       "protocol.share_records", "broker.txn.", "protocol.txn_records")))
+    assert later == []
+    assert sorted(m for m in mods if m in ("fractions", "decimal", "hashlib", "cramjam")) == []  # imported on first use
     # kio message classes are loaded when a request of their kind first arrives; only the headers are needed to listen
     kio_messages = sorted(m for m in mods if m.startswith("kio.schema.") and m.count(".") >= 3 and "_header." not in m)
     assert kio_messages == []
+
+
+def test_share_and_transaction_state_on_disk_are_loaded_at_start(tmp_path):
+    """A data directory with __share_group_state and __transaction_state: the start imports their
+    coordinators and starts loading both before READY, as it did when they were made with the broker."""
+    import asyncio
+
+    from broker.cli import config_from_args
+    from broker.server import Broker
+
+    async def first_run() -> None:
+        b = Broker(config_from_args(["serve", "--port", "0", "--data-dir", str(tmp_path / "data")], environ={}))
+        await b.start()
+        try:
+            b.share_coordinator.ensure_started()
+            b.transactions.ensure_started()
+        finally:
+            await b.stop()
+
+    asyncio.run(first_run())
+    assert {"__share_group_state", "__transaction_state"} <= {p.name.rsplit("-", 1)[0] for p in (tmp_path / "data").iterdir()}
+    mods = _modules_at_ready(tmp_path)
+    assert {"broker.share.coordinator", "broker.share.manager", "broker.txn.service"} <= mods
 
 
 def test_metrics_port_still_imports_prometheus(tmp_path):
@@ -182,3 +213,57 @@ def test_a_key_of_another_version_is_still_dropped_and_a_typo_still_refused():
     with pytest.raises(UnknownFieldError):
         build(response_class(18, 3), {"error_code": 0, "throttle_tme": 0})
     assert drop_unknown(v0, {"error_code": 0, "throttle_time": 0, "nonsense": 1}) == {"error_code": 0, "throttle_time": 0}
+
+
+_SHARE_CODE = ("protocol.group_records.share", "broker.coordinator.share_group", "broker.coordinator.share")
+
+
+def _run(code: str) -> str:
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_a_share_record_loads_the_share_group_code_when_replayed():
+    """A shard that starts without the share-group code replays a share group's records as ever:
+    decoding the first one's key imports the codecs, replaying it the share-group classes."""
+    from protocol.group_records import ShareGroupMetadataKey, ShareGroupMetadataValue, encode_key, encode_value
+
+    key, value = encode_key(ShareGroupMetadataKey("sg")), encode_value(ShareGroupMetadataValue(epoch=7, metadata_hash=5))
+    out = _run(
+        "import asyncio, sys\n"
+        "from broker.coordinator.common import GroupConfig\n"
+        "from broker.coordinator.shard import GroupShard\n"
+        "class Log:\n"
+        "    def __getattr__(self, name): return lambda *a, **k: None\n"
+        f"before = [m for m in {_SHARE_CODE!r} if m in sys.modules]\n"
+        "shard = GroupShard(0, GroupConfig(), lambda: 0, Log(), asyncio.new_event_loop().create_future)\n"
+        "shard.replay_bytes(" + repr(key) + ", " + repr(value) + ", committed=True)\n"
+        "group = shard.groups['sg']\n"
+        "print(before, type(group).__module__, type(group).__name__, group.group_epoch, group.metadata_hash)\n"
+    )
+    assert out.split("\n")[0] == "[] broker.coordinator.share_group ShareGroup 7 5"
+
+
+def test_share_codecs_loaded_by_their_own_import_still_encode_and_decode():
+    """``protocol.group_records.share`` imported directly (not through the package's names) still
+    finds its records in the package's tables, both ways."""
+    out = _run(
+        "import protocol.group_records as g\n"
+        "from protocol.group_records.share import ShareGroupMetadataKey, ShareGroupMetadataValue\n"
+        "k, v = g.encode_key(ShareGroupMetadataKey('sg')), g.encode_value(ShareGroupMetadataValue(epoch=3))\n"
+        "key = g.decode_key(k)\n"
+        "print(key == ShareGroupMetadataKey('sg'), g.decode_value(key, v) == ShareGroupMetadataValue(epoch=3),"
+        " g.VALUE_VERSIONS[ShareGroupMetadataValue], g.encode_value_version(ShareGroupMetadataValue(epoch=3), 0) == v)\n"
+    )
+    assert out.split() == ["True", "True", "(0,", "0)", "True"]
+
+
+def test_an_unknown_record_type_is_still_unknown_once_the_share_codecs_are_tried():
+    out = _run(
+        "import protocol.group_records as g\n"
+        "key = g.decode_key(bytes([0, 99, 0, 1]) + b'g')\n"
+        "print(type(key).__name__, key.record_type)\n"
+    )
+    assert out.split() == ["UnknownRecordType", "99"]

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from fractions import Fraction
 
 from .spec import Assignment, GroupSpec, TopicPartitions, effective_subscriptions
 
@@ -231,6 +230,8 @@ def _assign_heterogeneous(
                 lst.append(i)
     # Most constrained first: partitions per subscriber descending, then
     # fewer subscribers first, then name (Kafka's order, with names for ids).
+    from fractions import Fraction  # here, not at the top: a start needs no assignor (and fractions imports decimal)
+
     order = sorted(subscribers, key=lambda t: (-Fraction(topics[t], len(subscribers[t])), len(subscribers[t]), t))
 
     owner: dict[str, list[int]] = {t: [-1] * topics[t] for t in order}

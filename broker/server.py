@@ -21,7 +21,11 @@ Memory is bounded on both sides of a connection:
   may be a list of buffers (a Fetch's records, as read from the segment, are
   not copied into it), written with ``transport.writelines``: the buffers
   it holds are that answer's bytes, plus at most the part of one batch per
-  partition that was read and not sent, so the bound is the same.
+  partition that was read and not sent, so the bound is the same. Large
+  reads are not read at all on a plain TCP connection: they are
+  ``FileRegion``s sent with ``sendfile`` (see "sending from files"), and
+  while the socket is full the connection is paused the same way; what
+  waits is the file's descriptor, not its bytes.
 - requests, broker-wide: every connection counts the bytes it holds for
   requests (frames being received and requests queued or in flight); past
   ``queued.max.request.bytes`` in all, no connection is read from, except one

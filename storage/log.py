@@ -550,7 +550,7 @@ class PartitionLog:
         READ_COMMITTED fetch passes the LSO; a batch straddling it is left out),
         and b"" when ``offset`` is at or past it.
         """
-        found = self._locate(offset, upto)
+        found = self._locate(offset, upto, max_bytes > 0 or min_one)
         if found is None:
             return b""
         seg, pos, end = found
@@ -560,7 +560,7 @@ class PartitionLog:
         """``read``, with the batches as a ``FileRegion`` of the segment file instead of bytes
         where there are at least ``FILE_REGION_MIN`` bytes of them (a Fetch sends those with
         ``sendfile``); less comes as ``read`` returns it."""
-        found = self._locate(offset, upto)
+        found = self._locate(offset, upto, max_bytes > 0 or min_one)
         if found is None:
             return b""
         seg, pos, end = found
@@ -571,16 +571,17 @@ class PartitionLog:
             return region.read()
         return region
 
-    def _locate(self, offset: int, upto: int | None) -> tuple[Segment, int, int] | None:
+    def _locate(self, offset: int, upto: int | None, want: bool) -> tuple[Segment, int, int] | None:
         """(segment, position of the batch containing ``offset``, where reading must stop), or
-        None where ``read`` returns nothing; raises as ``read`` does."""
+        None where ``read`` returns nothing; raises as ``read`` does. Without ``want`` (no bytes
+        asked for, none required: a Fetch whose ``max_bytes`` is spent) only the offset is checked."""
         if self._closed:
             raise LogClosedError(f"log {self.path} is closed")
         view = self._view
         leo = self._leo
         if offset < view.log_start or offset > leo:
             raise OffsetOutOfRangeError(offset, view.log_start, leo)
-        if offset == leo:
+        if offset == leo or not want:
             return None
         if upto is not None:
             if upto >= leo:

@@ -596,8 +596,10 @@ class Segment:
         i = bisect_right(positions, limit) - 2
         start = positions[i] if i >= 0 and positions[i] > pos else pos
         stop = last = None
+        # reads of about an index interval: a few headers of small batches, or one of a large one
+        chunk = min(_HEADER_CHUNK, max(self.index_interval, 1024) + HEADER_SIZE, limit - start + HEADER_SIZE)
         try:
-            for p, hdr in self.iter_headers(start, end, min(_HEADER_CHUNK, limit - start + HEADER_SIZE)):
+            for p, hdr in self.iter_headers(start, end, chunk):
                 if p + hdr.size > limit:
                     if p == pos and min_one:  # the first batch alone is over the limit: it goes whole
                         return FileRegion(self.fh, pos, min(hdr.size, end - pos), hdr.base_offset + hdr.last_offset_delta)

@@ -14,7 +14,10 @@ rounds between the two brokers, so that before and after see the same load::
 
     python -m bench.fetch_cost --mb 200 --value-size 1024 --rounds 3 --base /tmp/base
 
-``--kafka`` adds the reference Kafka to the rotation. ``--raw`` consumes with
+Every round starts with ``os.sync()`` and a pause of ``SETTLE_S``, so that no
+round pays for the writeback of the produced data or for the broker returning
+the previous round's memory after it (the sweep's ``gc.collect`` and
+``malloc_trim``, 10-20 ms, which used to land in a random round). ``--kafka`` adds the reference Kafka to the rotation. ``--raw`` consumes with
 a plain-socket Fetch v11 loop that reads batch headers only, so that the
 client, not the broker, is no longer what limits the MB/s.
 """
@@ -22,6 +25,7 @@ client, not the broker, is no longer what limits the MB/s.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import socket
 import statistics
@@ -39,6 +43,8 @@ Phase.oncpu_ms_per_mb = 0.0  # set per phase below
 ROOT = Path(__file__).resolve().parent.parent
 # fetch.max.bytes = max.partition.fetch.bytes; "default" is bench.workload's consumer as it is
 # (fetch.max.bytes 50 MiB, max.partition.fetch.bytes 4 MiB), the one bench.compare measures
+# the pause before each round: two of the broker's sweeps (1 s apart) with nothing new to trim
+SETTLE_S = 2.5
 SIZES = {"4MiB": 4 * 1024 * 1024, "16MiB": 16 * 1024 * 1024, "default": None}
 
 
@@ -171,6 +177,12 @@ def main(argv: list[str] | None = None) -> int:
                 order = brokers[r % len(brokers):] + brokers[: r % len(brokers)]
                 for b in order:
                     n = SIZES[size]
+                    # outside the measurement: the produced data's writeback (the broker's flush
+                    # thread would otherwise pay for it in whichever round it falls), and the
+                    # broker's sweep returning the last burst's memory (a full collection and
+                    # malloc_trim, once no connection or large buffer came or went for a sweep)
+                    os.sync()
+                    time.sleep(SETTLE_S)
                     if args.raw:
                         mbps, cpu = raw_consume(b.bootstrap, b.pid, topic, count, n or 4 * 1024 * 1024)
                         results.setdefault((b.label, size), []).append((mbps, cpu, cpu))
@@ -185,7 +197,6 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"round {r} {b.label:4} {size:5}: {ph.mb_per_s:6.0f} MB/s  broker {ph.oncpu_ms_per_mb:5.2f} ms/MB on-CPU, "
                           f"{ph.broker_cpu_ms_per_mb:5.2f} utime+stime (sys {ph.broker_sys_share:.0%}, util {ph.broker_util:.0%})  "
                           f"client util {ph.client_util:.0%}  load {_load()}", flush=True)
-                    time.sleep(0.5)
         print(f"\nmedians, {args.value_size} B records, {count} records ({args.mb:.0f} MB):")
         for (label, size), phases in sorted(results.items()):
             mbps = statistics.median(p[0] for p in phases)

@@ -21,7 +21,11 @@ Memory is bounded on both sides of a connection:
   may be a list of buffers (a Fetch's records, as read from the segment, are
   not copied into it), written with ``transport.writelines``: the buffers
   it holds are that answer's bytes, plus at most the part of one batch per
-  partition that was read and not sent, so the bound is the same.
+  partition that was read and not sent, so the bound is the same. Large
+  reads are not read at all on a plain TCP connection: they are
+  ``FileRegion``s sent with ``sendfile`` (see "sending from files"), and
+  while the socket is full the connection is paused the same way; what
+  waits is the file's descriptor, not its bytes.
 - requests, broker-wide: every connection counts the bytes it holds for
   requests (frames being received and requests queued or in flight); past
   ``queued.max.request.bytes`` in all, no connection is read from, except one
@@ -75,6 +79,7 @@ from protocol.connection import ProtocolError, Request, ServerConnection, Unsupp
 from protocol.errors import ErrorCode
 from protocol.fast import ENCODERS as FAST_ENCODERS
 from protocol.framing import FrameError, encode_frame
+from storage.segment import FileRegion
 
 from .cluster import Cluster
 from .config import INT_MAX, BrokerConfig, per_ip_overrides
@@ -568,6 +573,12 @@ class Broker:
             self._trim_seen = due
 
 
+def _release(parts) -> None:
+    for part in parts:
+        if type(part) is FileRegion:
+            part.release()
+
+
 def _answer_size(out) -> int:
     """Bytes in an answer: ``bytes`` or a list of buffers."""
     if type(out) is bytes:
@@ -608,7 +619,7 @@ class KafkaConnection(asyncio.Protocol):
     __slots__ = (
         "broker", "listener", "transport", "proto", "queue", "task", "waiter", "linger", "ctx", "paused", "closing", "draining",
         "held", "seen", "ip", "software", "client_id", "_peer", "_log", "held_out", "inflight", "answer_due", "settle_waiter",
-        "principal", "auth", "sasl", "expires", "lowat",
+        "principal", "auth", "sasl", "expires", "lowat", "files", "sending", "sfd", "watching", "tpaused",
     )  # fmt: skip
 
     def __init__(self, broker: Broker, listener: Listener | None = None) -> None:
@@ -648,6 +659,15 @@ class KafkaConnection(asyncio.Protocol):
         self.sasl = None
         self.expires: float | None = None
         self.lowat: int | None = None  # TLS: the socket's SO_RCVLOWAT (see _tune_lowat)
+        # answers holding FileRegions (see "sending from files" below): whether this connection
+        # can send them (None until a Fetch asks), what is left of the one being sent, the
+        # socket's descriptor duplicated for sendfile and its writability watch, and whether
+        # the transport's own buffer is over its high-water mark
+        self.files: bool | None = None
+        self.sending: deque | None = None
+        self.sfd = -1
+        self.watching = False
+        self.tpaused = False
 
     @property
     def peer(self) -> str:
@@ -777,9 +797,13 @@ class KafkaConnection(asyncio.Protocol):
             self.lowat = want
 
     def pause_writing(self) -> None:
+        self.tpaused = True
         self._pause(_WRITE)
 
     def resume_writing(self) -> None:
+        self.tpaused = False
+        if self.sending is not None:  # _pump resumes once the answer it sends is out
+            return
         self.seen = _now()
         self._resume(_WRITE)
         if self.queue and self.task is None and not self.closing:
@@ -787,6 +811,10 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self.closing = True
+        self._drop_sending()
+        if self.sfd >= 0:
+            os.close(self.sfd)
+            self.sfd = -1
         broker = self.broker
         if self in broker.connections:
             broker.connections.discard(self)
@@ -948,6 +976,8 @@ class KafkaConnection(asyncio.Protocol):
             self._pause(_STOP)
 
     def close(self) -> None:
+        if self.sending is not None and not self.closing:
+            self._write_rest()  # the transport sends what it holds before it closes
         self.closing = True
         if self.transport is not None:
             self.transport.close()
@@ -955,8 +985,130 @@ class KafkaConnection(asyncio.Protocol):
     def abort(self) -> None:
         """Close now, dropping unsent answers (the idle sweep: the client may not be reading)."""
         self.closing = True
+        self._drop_sending()
         if self.transport is not None:
             self.transport.abort()
+
+    # -- sending from files -----------------------------------------------
+    # A Fetch answer may hold FileRegions (storage/segment.py) among its buffers: batches of
+    # a segment file, sent with sendfile(2) from the page cache instead of being read into
+    # memory and copied into the socket. The connection hands the answer's parts to the
+    # kernel in order: bytes through the transport, a region with sendfile once the
+    # transport has written all it holds. Where the socket is full it waits until the socket
+    # is writable (a watch on a duplicate of its descriptor: the event loop watches the
+    # transport's own), with reading paused and the task ended as for a full transport
+    # buffer (_WRITE), and each region left keeps a descriptor of its own. What waits costs
+    # no memory but the regions, so the bounds above hold. Only the connection's task writes
+    # an answer with regions, and it writes nothing more until it is out; the paths that
+    # write outside the task (_send_held, _answer_inflight) queue behind it.
+
+    def sends_files(self) -> bool:
+        """Whether a Fetch answer may hold FileRegions: a plain TCP connection, faults not in
+        use (their recorder keeps answers as they are)."""
+        files = self.files
+        if files is None:
+            files = self.files = self._can_send_files()
+        faults = self.broker.faults
+        return files and not self.closing and (faults is None or not faults.active)
+
+    def _can_send_files(self) -> bool:
+        transport = self.transport
+        listener = self.listener
+        if transport is None or transport.get_extra_info("sslcontext") is not None:
+            return False
+        if listener is not None and listener.security is not None and listener.security.ssl_context is not None:
+            return False
+        return transport.get_extra_info("socket") is not None
+
+    def _send_files(self, out: list) -> None:
+        """Write an answer that holds FileRegions."""
+        self.sending = deque(out)
+        self._pump()
+
+    def _pump(self) -> None:
+        """Hand what is left of ``sending`` to the kernel; wait for the socket where it is full."""
+        sending = self.sending
+        if sending is None or self.closing:
+            return
+        transport = self.transport
+        while sending:
+            part = sending[0]
+            if type(part) is not FileRegion:
+                sending.popleft()
+                transport.write(part)
+                continue
+            if transport.get_write_buffer_size():
+                break  # the bytes before the region first
+            if self.sfd < 0:
+                try:
+                    self.sfd = os.dup(transport.get_extra_info("socket").fileno())
+                except OSError:  # out of descriptors: send the rest from memory
+                    self.files = False
+                    self._write_rest()
+                    return
+            try:
+                sent = os.sendfile(self.sfd, part.fd, part.pos, part.size)
+            except BlockingIOError:
+                break
+            except OSError as exc:  # the client has gone (reset, broken pipe)
+                self.log.debug("closing connection: sendfile failed", error=str(exc))
+                self.abort()
+                return
+            if not sent:  # the file ends before the region does: it was truncated under the answer
+                self.log.warning("closing connection: a fetched segment file was cut short while sent", region=repr(part))
+                self.abort()
+                return
+            part.pos += sent
+            part.size -= sent
+            if part.size:
+                break
+            sending.popleft()
+            part.release()
+        else:
+            self._unwatch()
+            if self.paused & _WRITE and not self.tpaused:
+                self.resume_writing()
+            return
+        # the socket is full: wait until it can take more
+        if not self.watching:
+            try:
+                for part in sending:
+                    if type(part) is FileRegion:
+                        part.pin()
+            except OSError:  # out of descriptors
+                self.files = False
+                self._write_rest()
+                return
+            self.watching = True
+            self.broker.loop.add_writer(self.sfd, self._pump)
+        self._pause(_WRITE)
+
+    def _write_rest(self) -> None:
+        """Give the transport what is left of ``sending``, regions read into memory (closing, or
+        out of descriptors)."""
+        sending = self.sending
+        self._unwatch()
+        try:
+            for part in sending:
+                self.transport.write(part.read() if type(part) is FileRegion else part)
+        except OSError as exc:
+            self.log.warning("closing connection: a fetched segment could not be read", error=str(exc))
+            self.abort()
+        finally:
+            _release(sending)
+
+    def _drop_sending(self) -> None:
+        """Stop sending from files: what is left of ``sending`` is dropped."""
+        sending = self.sending
+        if sending is not None:
+            self._unwatch()
+            _release(sending)
+
+    def _unwatch(self) -> None:
+        self.sending = None
+        if self.watching:
+            self.watching = False
+            self.broker.loop.remove_writer(self.sfd)
 
     def _released(self, n: int) -> None:
         """A request of ``n`` bytes was handled (the uncommon cases: large, or the pool full)."""
@@ -1039,12 +1191,21 @@ class KafkaConnection(asyncio.Protocol):
                             else:
                                 self.transport.write(out)  # may call pause_writing
                         else:  # a list of buffers (a Fetch answer's records are not copied into it)
-                            n = _answer_size(out)
+                            n = 0
+                            files = False
+                            for b in out:
+                                if type(b) is FileRegion:  # sent from the file: no memory to trim
+                                    files = True
+                                else:
+                                    n += len(b)
                             if n >= _LARGE:
                                 broker.trim_due += n
                             if self.held_out is not None:
                                 self._send_held()
-                            self.transport.writelines(out)  # may call pause_writing
+                            if files:
+                                self._send_files(out)  # may pause (_WRITE)
+                            else:
+                                self.transport.writelines(out)  # may call pause_writing
                 self.seen = _now()  # idle from here on (the sweep's clock)
                 if self.paused & _QUEUE:
                     self._resume(_QUEUE)
@@ -1177,7 +1338,7 @@ class KafkaConnection(asyncio.Protocol):
                 else:
                     out += answer
         if out:
-            self.transport.writelines(out) if len(out) > 1 else self.transport.write(out[0])
+            self._write(out)
         if not inflight:
             waiter = self.settle_waiter
             if waiter is not None:
@@ -1197,7 +1358,16 @@ class KafkaConnection(asyncio.Protocol):
             return
         self.held_out = None
         if not self.closing:
-            self.transport.writelines(held_out) if len(held_out) > 1 else self.transport.write(held_out[0])
+            self._write(held_out)
+
+    def _write(self, out: list) -> None:
+        """Write answers in one call, behind an answer still being sent from files."""
+        if self.sending is not None:
+            self.sending.extend(out)
+        elif len(out) > 1:
+            self.transport.writelines(out)
+        else:
+            self.transport.write(out[0])
 
     async def _dispatch(self, event) -> bytes | list | None:
         if self.broker.hooked:

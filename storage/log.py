@@ -88,13 +88,16 @@ from .errors import (
 )
 from .index import write_file_atomic
 from .recovery import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, _fsync_dir, _txn_files, _unlink, load_snapshot, recover
-from .segment import _REL_MAX, Segment
+from .segment import _REL_MAX, FileRegion, Segment
 from .txn import TxnState, control_kind, encode_entries, encode_snapshot, replay, snapshot_name
 
 __all__ = ["PartitionLog", "AppendResult", "CompactionStats"]
 
 # baseOffset(8) batchLength(4) partitionLeaderEpoch(4): what an append patches, outside the CRC
 _HEAD_PATCH = 16
+# read_region: batches of at least this many bytes come as a FileRegion (sent with sendfile);
+# below it, the read and the copy cost less than setting up the send
+FILE_REGION_MIN = 256 * 1024
 _TXN_BIT = TRANSACTIONAL_MASK
 
 log = logging.getLogger(__name__)
@@ -547,19 +550,44 @@ class PartitionLog:
         READ_COMMITTED fetch passes the LSO; a batch straddling it is left out),
         and b"" when ``offset`` is at or past it.
         """
+        found = self._locate(offset, upto, max_bytes > 0 or min_one)
+        if found is None:
+            return b""
+        seg, pos, end = found
+        return seg.read_batches(pos, max_bytes, min_one=min_one, end=end)
+
+    def read_region(self, offset: int, max_bytes: int, *, min_one: bool = True, upto: int | None = None) -> bytes | memoryview | FileRegion:
+        """``read``, with the batches as a ``FileRegion`` of the segment file instead of bytes
+        where there are at least ``FILE_REGION_MIN`` bytes of them (a Fetch sends those with
+        ``sendfile``); less comes as ``read`` returns it."""
+        found = self._locate(offset, upto, max_bytes > 0 or min_one)
+        if found is None:
+            return b""
+        seg, pos, end = found
+        region = seg.region(pos, max_bytes, min_one=min_one, end=end)
+        if region is None:
+            return seg.read_batches(pos, max_bytes, min_one=min_one, end=end)
+        if region.size < FILE_REGION_MIN:
+            return region.read()
+        return region
+
+    def _locate(self, offset: int, upto: int | None, want: bool) -> tuple[Segment, int, int] | None:
+        """(segment, position of the batch containing ``offset``, where reading must stop), or
+        None where ``read`` returns nothing; raises as ``read`` does. Without ``want`` (no bytes
+        asked for, none required: a Fetch whose ``max_bytes`` is spent) only the offset is checked."""
         if self._closed:
             raise LogClosedError(f"log {self.path} is closed")
         view = self._view
         leo = self._leo
         if offset < view.log_start or offset > leo:
             raise OffsetOutOfRangeError(offset, view.log_start, leo)
-        if offset == leo:
-            return b""
+        if offset == leo or not want:
+            return None
         if upto is not None:
             if upto >= leo:
                 upto = None
             elif offset >= upto:
-                return b""
+                return None
         segs = view.segs
         i = bisect_right(view.bases, offset) - 1
         if i < 0:
@@ -575,10 +603,10 @@ class PartitionLog:
                     if stop is not None:
                         end = stop[0]
                         if end <= found[0]:
-                            return b""
-                return seg.read_batches(found[0], max_bytes, min_one=min_one, end=end)
+                            return None
+                return seg, found[0], end
             i += 1
-        return b""
+        return None
 
     def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the earliest record with timestamp >= ts_ms, or None."""

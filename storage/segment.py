@@ -25,6 +25,7 @@ import logging
 import os
 import struct
 import threading
+from bisect import bisect_right
 from pathlib import Path
 from collections.abc import Iterator
 
@@ -33,7 +34,7 @@ from protocol.records import HEADER_SIZE, BatchHeader, iter_records, read_header
 from .index import OffsetIndex, TimeIndex
 from .txn import ENTRY_SIZE, TXNINDEX_SUFFIX
 
-__all__ = ["FileHandle", "Segment", "segment_name", "parse_segment_name", "LOG_SUFFIX"]
+__all__ = ["FileHandle", "FileRegion", "Segment", "segment_name", "parse_segment_name", "LOG_SUFFIX"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,67 @@ def _fdatasync(fd: int) -> None:
         os.fsync(fd)
 
 
+def _pread_all(fd: int, n: int, pos: int) -> bytes:
+    data = os.pread(fd, n, pos)
+    if len(data) < n:
+        # short reads only happen at EOF for regular files; loop just in case
+        parts = [data]
+        got = len(data)
+        while got < n:
+            more = os.pread(fd, n - got, pos + got)
+            if not more:
+                break
+            parts.append(more)
+            got += len(more)
+        data = b"".join(parts)
+    return data
+
+
+class FileRegion:
+    """Whole batches of a segment file, not read into memory: ``size`` bytes at ``pos``.
+
+    A Fetch answer carries them in place of the bytes, and the connection sends
+    them with ``sendfile`` (broker/server.py). Holding the ``FileHandle`` keeps
+    the descriptor open (segments are closed explicitly only when their log
+    is); ``last_offset`` is that of the last batch. ``pos`` and ``size``
+    advance as the bytes are sent.
+    """
+
+    __slots__ = ("fh", "fd", "pinned", "pos", "size", "last_offset")
+
+    def __init__(self, fh: FileHandle, pos: int, size: int, last_offset: int) -> None:
+        self.fh = fh
+        self.fd = fh.fd
+        self.pinned = False
+        self.pos = pos
+        self.size = size
+        self.last_offset = last_offset
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"FileRegion(fd={self.fd}, pos={self.pos}, size={self.size})"
+
+    def pin(self) -> None:
+        """Use a descriptor of its own from now on, so that the region stays readable after
+        its log is closed (a topic deleted while the answer waits for the client), as
+        Kafka's segment files stay until ``file.delete.delay.ms``. Call it before the event
+        loop runs anything else; ``release`` closes it."""
+        if not self.pinned:
+            self.fd = os.dup(self.fh.fd)
+            self.pinned = True
+
+    def release(self) -> None:
+        if self.pinned:
+            self.pinned = False
+            os.close(self.fd)
+
+    def read(self) -> bytes:
+        """The bytes not sent yet (for a connection that cannot use ``sendfile``)."""
+        return _pread_all(self.fd, self.size, self.pos)
+
+
 class FileHandle:
     """An OS file descriptor closed on ``close()`` or garbage collection."""
 
@@ -87,19 +149,7 @@ class FileHandle:
         self._lock = threading.Lock()
 
     def pread(self, n: int, pos: int) -> bytes:
-        data = os.pread(self.fd, n, pos)
-        if len(data) < n:
-            # short reads only happen at EOF for regular files; loop just in case
-            parts = [data]
-            got = len(data)
-            while got < n:
-                more = os.pread(self.fd, n - got, pos + got)
-                if not more:
-                    break
-                parts.append(more)
-                got += len(more)
-            data = b"".join(parts)
-        return data
+        return _pread_all(self.fd, n, pos)
 
     def pwrite_all(self, buf, pos: int) -> None:
         view = memoryview(buf)
@@ -530,6 +580,36 @@ class Segment:
         if p == ln:
             return data
         return memoryview(data)[:p]
+
+    def region(self, pos: int, max_bytes: int, *, min_one: bool, end: int | None = None) -> FileRegion | None:
+        """What ``read_batches`` would return, as a ``FileRegion``: found from the batch headers,
+        without reading the batches (the offset index says where to start walking them).
+        None where there is nothing to return or the headers are odd (``read_batches`` then
+        decides)."""
+        end = self.size if end is None else end
+        if end - pos < HEADER_SIZE:
+            return None
+        limit = min(pos + max(max_bytes, 0), end)
+        # index entries are batch starts: the batch at the last but one entry at or below the
+        # limit ends at or before the last one, so the walk from it finds at least that batch
+        positions = self.index.pos
+        i = bisect_right(positions, limit) - 2
+        start = positions[i] if i >= 0 and positions[i] > pos else pos
+        stop = last = None
+        # reads of about an index interval: a few headers of small batches, or one of a large one
+        chunk = min(_HEADER_CHUNK, max(self.index_interval, 1024) + HEADER_SIZE, limit - start + HEADER_SIZE)
+        try:
+            for p, hdr in self.iter_headers(start, end, chunk):
+                if p + hdr.size > limit:
+                    if p == pos and min_one:  # the first batch alone is over the limit: it goes whole
+                        return FileRegion(self.fh, pos, min(hdr.size, end - pos), hdr.base_offset + hdr.last_offset_delta)
+                    break
+                stop, last = p + hdr.size, hdr
+        except ValueError:  # a damaged header: read_batches returns what it makes of it
+            return None
+        if last is None:
+            return None
+        return FileRegion(self.fh, pos, stop - pos, last.base_offset + last.last_offset_delta)
 
     def find_timestamp(self, ts: int, start_offset: int) -> tuple[int, int] | None:
         """Earliest (offset, timestamp) with timestamp >= ts and offset >= start_offset."""

@@ -24,9 +24,12 @@
   everything up to the high watermark and null aborted transactions.
 - v13+ name topics by id; an unknown or zero id is UNKNOWN_TOPIC_ID per
   partition.
-- Records are not copied: what ``PartitionLog.read`` returns (the ``pread``
+- Records are not copied: on a connection that can send from files (plain
+  TCP, see ``KafkaConnection.sends_files``) a partition's read of at least
+  ``FILE_REGION_MIN`` bytes is a ``FileRegion`` of the segment file, sent with
+  ``sendfile``; otherwise what ``PartitionLog.read`` returns (the ``pread``
   bytes, or a view of them cut at the last whole batch) goes into the answer
-  as it is, and ``protocol/fast.py``'s encoder hands it to the transport as
+  as it is. ``protocol/fast.py``'s encoder hands either to the connection as
   one of the answer's buffers (see docs/architecture.md).
 """
 
@@ -37,6 +40,8 @@ import uuid
 
 from protocol.errors import ErrorCode
 from storage.errors import LogClosedError, OffsetOutOfRangeError
+from storage.log import FILE_REGION_MIN
+from storage.segment import FileRegion
 from storage.txn import batches_last_offset
 
 from ..cluster import LEADER_EPOCH
@@ -108,17 +113,18 @@ def _aborted(plog, offset: int, data) -> list[dict]:
     """The aborted transactions overlapping [offset, last offset in ``data``], as the answer lists them."""
     if not data or not plog.has_aborted_after(offset):
         return []
-    upper = batches_last_offset(data) + 1
+    upper = (data.last_offset if type(data) is FileRegion else batches_last_offset(data)) + 1
     return [{"producer_id": pid, "first_offset": first} for pid, first in plog.aborted_transactions(offset, upper)]
 
 
-def _read(plan, max_bytes: int, committed: bool = False):
+def _read(plan, max_bytes: int, committed: bool = False, files: bool = False):
     """Read every partition of the plan, as Kafka's ReplicaManager.readFromLog does.
 
     Each partition gets at most ``min(partition_max_bytes, what is left of
     max_bytes)`` in whole batches; until a partition has returned data the read
     may overshoot that with one whole batch (KIP-74), after that never. With
     ``committed`` (READ_COMMITTED) reads stop at each partition's last stable offset.
+    With ``files``, large reads are ``FileRegion``s (``PartitionLog.read_region``).
     """
     budget = max(max_bytes, 0)
     total = 0
@@ -135,11 +141,12 @@ def _read(plan, max_bytes: int, committed: bool = False):
             try:
                 limit = max(min(fp.partition_max_bytes, budget), 0)
                 lso = plog.last_stable_offset
+                read = plog.read_region if files and limit >= FILE_REGION_MIN else plog.read
                 if committed:
-                    data = plog.read(fp.fetch_offset, limit, min_one=total == 0, upto=lso)
+                    data = read(fp.fetch_offset, limit, min_one=total == 0, upto=lso)
                     aborted = _aborted(plog, fp.fetch_offset, data)
                 else:
-                    data = plog.read(fp.fetch_offset, limit, min_one=total == 0)
+                    data = read(fp.fetch_offset, limit, min_one=total == 0)
                     aborted = None
                 hw = plog.log_end_offset
                 log_start = plog.log_start_offset
@@ -151,7 +158,7 @@ def _read(plan, max_bytes: int, committed: bool = False):
                 out.append(_partition_error(fp.partition, ErrorCode.unknown_topic_or_partition, part))
                 errors = True
                 continue
-            if data:  # bytes or a memoryview of the pread buffer: handed to the encoder as is
+            if data:  # bytes, a memoryview of the pread buffer or a FileRegion: handed to the encoder as is
                 n = len(data)
                 budget -= n
                 total += n
@@ -181,7 +188,8 @@ async def handle(ctx, req):
     waiting_on = [part for _, parts in plan for _, part, err in parts if part is not None and err is None]
     committed = req.isolation_level == READ_COMMITTED
     while True:
-        responses, total, errors = _read(plan, req.max_bytes, committed)
+        # asked after every wait: the answer is written as soon as the last read is done
+        responses, total, errors = _read(plan, req.max_bytes, committed, ctx.conn.sends_files())
         # nothing to wait on answers at once, as Kafka's (its purgatory only holds fetches with partitions)
         if total >= req.min_bytes or errors or not waiting_on or ctx.conn.draining:
             break

@@ -5,7 +5,10 @@ reads them. These tests hold that path to what a copy gave for free, on the
 stdlib event loop and on uvloop (whose ``writelines`` hands the buffers to one
 writev): answers not read while their topic is deleted (segment files
 unlinked, descriptors closed) still arrive whole, and a fetch asking for
-2^31-1 bytes gets whole batches of one segment.
+2^31-1 bytes gets whole batches of one segment. Large reads are sent from the
+segment file with sendfile (``FileRegion``, ``KafkaConnection._pump``): the
+same bytes, the same bound on a client that does not read, and nothing left
+behind by one that leaves.
 
 Nothing here asserts a duration: waits are on conditions, with deadlines.
 """
@@ -13,6 +16,8 @@ Nothing here asserts a duration: waits are on conditions, with deadlines.
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 import time
 
 import pytest
@@ -20,6 +25,7 @@ import uvloop
 
 from broker.server import _WRITE
 from broker.testing import Broker
+from storage.segment import FileRegion
 from protocol.codec import decode, response_class
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, iter_records, split_batches
@@ -134,6 +140,121 @@ def test_fetch_of_int_max_bytes_answers_whole_batches_of_one_segment(loop_kind):
                 assert check_records(p0.records, 0) == bases[1]  # the whole first segment, no more
                 assert check_records(p1.records, 0) == PER_BATCH
             client.close()
+            broker.check_handler_errors()
+
+    run(loop_kind, main)
+
+
+def _regions(conn) -> list:
+    return [p for p in conn.sending or () if type(p) is FileRegion]
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_answers_sent_from_files_wait_for_the_client_and_hold_the_bytes_read_would(loop_kind):
+    async def main():
+        async with Broker(settings={"socket.request.max.bytes": 1024 * KiB}) as broker:
+            await broker.create_topic("files", config={"segment.bytes": str(2048 * KiB)})
+            good = await Client.open(broker.port)
+            await produce(good, "files", 60)  # about 3 MB, in two segments
+            plog = broker.cluster.topics["files"].partitions[0].log
+            offsets = [0, 37, 1010, 2990, 1500, 2000, 480]
+            expected = {off: bytes(plog.read(off, 1024 * KiB)) for off in offsets}  # what a read gives
+
+            slow = await Client.open(broker.port, rcvbuf=4096)
+            frames = []
+            for i, off in enumerate(offsets):
+                body = fetch_body("files", 1024 * KiB)
+                body["topics"][0]["partitions"][0]["fetch_offset"] = off
+                frames.append(request_bytes(1, 12, body, corr=i + 1))
+            slow.writer.write(b"".join(frames))
+            conn = await server_side(broker, slow)
+            await until(lambda: conn.sending is not None and conn.paused & _WRITE, what="an answer to wait for the socket")
+            waiting = _regions(conn)
+            assert waiting and all(r.pinned for r in waiting)  # descriptors of their own while they wait
+            # the records wait in the file, not in memory: the bound of test_backpressure holds
+            in_memory = sum(len(p) for p in conn.sending if type(p) is not FileRegion)
+            assert conn.transport.get_write_buffer_size() + in_memory + conn.held <= 2 * 1024 * KiB
+
+            for i, off in enumerate(offsets):
+                frame = await slow.read_frame()
+                corr, resp = decode_fetch(frame, 12)
+                assert corr == i + 1
+                (part,) = resp.responses[0].partitions
+                assert part.error_code == ErrorCode.none
+                assert part.records == expected[off]
+                assert check_records(part.records, off - off % PER_BATCH) > 0
+            await until(lambda: conn.sending is None and not conn.paused, what="the connection to read again")
+            assert not any(r.pinned for r in waiting)
+            await slow.api_versions()
+            slow.close()
+            await until(lambda: conn not in broker.server.connections, what="the broker to drop the client")
+            assert conn.sfd == -1
+            good.close()
+            broker.check_handler_errors()
+
+    run(loop_kind, main)
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_an_answer_sent_from_a_file_arrives_whole_after_its_topic_is_deleted(loop_kind):
+    async def main():
+        async with Broker() as broker:
+            await broker.create_topic("gone", config={"segment.bytes": str(600 * KiB)})
+            good = await Client.open(broker.port)
+            await produce(good, "gone", 30)  # about 1.5 MB in three segments
+            plog = broker.cluster.topics["gone"].partitions[0].log
+            expected = bytes(plog.read(0, 1024 * KiB))
+
+            slow = await Client.open(broker.port, rcvbuf=4096)
+            n = 8
+            slow.writer.write(b"".join(request_bytes(1, 12, fetch_body("gone", 1024 * KiB), corr=i + 1) for i in range(n)))
+            conn = await server_side(broker, slow)
+            await until(lambda: conn.sending is not None and conn.paused & _WRITE, what="an answer to wait for the socket")
+            assert _regions(conn)  # part of its records still to send from the file
+            await broker.delete_topic("gone")  # segments unlinked, the log's descriptors closed
+            assert plog.closed
+
+            whole = 0
+            for i in range(n):
+                corr, resp = decode_fetch(await slow.read_frame(), 12)
+                assert corr == i + 1
+                (part,) = resp.responses[0].partitions
+                if part.error_code == ErrorCode.none:  # answered before the deletion
+                    assert part.records == expected
+                    whole += 1
+                else:  # read after it
+                    assert part.error_code == ErrorCode.unknown_topic_or_partition
+            assert whole > 0
+            await slow.api_versions()
+            slow.close()
+            good.close()
+            broker.check_handler_errors()
+
+    run(loop_kind, main)
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_a_client_that_leaves_while_an_answer_waits_in_a_file_leaves_nothing_behind(loop_kind):
+    async def main():
+        async with Broker() as broker:
+            await broker.create_topic("left")
+            good = await Client.open(broker.port)
+            await produce(good, "left", 40)
+            bad = await Client.open(broker.port, rcvbuf=4096)
+            bad.writer.write(request_bytes(1, 12, fetch_body("left", 1024 * KiB), corr=1) * 20)
+            conn = await server_side(broker, bad)
+            await until(lambda: conn.sending is not None and conn.paused & _WRITE, what="the answer to wait for the socket")
+            waiting = _regions(conn)
+            assert waiting and conn.sfd >= 0
+            # the client resets its connection; the broker, not reading, must notice (the sweep asks the kernel)
+            bad.writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            bad.writer.transport.abort()
+            await until(lambda: conn not in broker.server.connections, what="the broker to drop the client that left")
+            assert conn.sending is None and conn.sfd == -1
+            assert not any(r.pinned for r in waiting)
+            assert broker.server.request_bytes == 0
+            await good.api_versions()
+            good.close()
             broker.check_handler_errors()
 
     run(loop_kind, main)

@@ -670,7 +670,7 @@ def _null_arrays_past_the_decoder(inproc):
             for n, (path, _) in enumerate(_array_paths(cls)):
                 env = _Env("no-such-topic" if api_key == 20 else topic, topic_id, f"d-{api_key}-{version}-{n}", _batch())
                 req = build(cls, _set_null(_sample(cls, env), path))
-                conn = SimpleNamespace(peer="127.0.0.1:1", draining=False, listener=None, log=log, identify=lambda software: None)
+                conn = SimpleNamespace(peer="127.0.0.1:1", draining=False, sends_files=lambda: False, listener=None, log=log, identify=lambda software: None)
                 ctx = RequestContext(server, conn, log, request=Request(api_key, version, 1, "direct", req, 0))
                 label = f"{HANDLERS[api_key].NAME} v{version} {'.'.join(path)}"
                 try:
@@ -826,7 +826,7 @@ def test_null_and_zero_scalars_never_break_a_handler_or_its_answer(inproc):
                 for path, value in variant:
                     _set_path(body, path, value)
                 req = build(cls, body)
-                conn = SimpleNamespace(peer="127.0.0.1:1", draining=False, listener=None, log=log, identify=lambda software: None)
+                conn = SimpleNamespace(peer="127.0.0.1:1", draining=False, sends_files=lambda: False, listener=None, log=log, identify=lambda software: None)
                 ctx = RequestContext(server, conn, log, request=Request(api_key, version, 1, "direct", req, 0))
                 label = f"{HANDLERS[api_key].NAME} v{version} {' + '.join('.'.join(p) for p, _ in variant)}"
                 tried += 1

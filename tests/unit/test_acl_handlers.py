@@ -28,7 +28,7 @@ LOG = get_logger("acl-test")
 
 async def ask(server, api_key: int, version: int, body: dict, principal: str = ALICE) -> dict | None:
     req = build(request_class(api_key, version), body)
-    conn = SimpleNamespace(peer="127.0.0.1:1", draining=False, listener=None, log=LOG, identify=lambda software: None, principal=principal)
+    conn = SimpleNamespace(peer="127.0.0.1:1", draining=False, sends_files=lambda: False, listener=None, log=LOG, identify=lambda software: None, principal=principal)
     ctx = RequestContext(server, conn, LOG, request=Request(api_key, version, 1, "acl-test", req, 0))
     answer = await asyncio.wait_for(HANDLERS[api_key].handle(ctx, req), 20)
     if answer is not None:

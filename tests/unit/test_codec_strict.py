@@ -229,7 +229,7 @@ class _Asker:
 
     async def ask(self, api_key: int, version: int, body: dict) -> dict | None:
         req = build(request_class(api_key, version), body)
-        conn = SimpleNamespace(peer="127.0.0.1:1", draining=False, listener=None, log=self.log, identify=lambda software: None)
+        conn = SimpleNamespace(peer="127.0.0.1:1", draining=False, sends_files=lambda: False, listener=None, log=self.log, identify=lambda software: None)
         ctx = RequestContext(self.server, conn, self.log, request=Request(api_key, version, 1, "strict", req, 0))
         answer = await asyncio.wait_for(HANDLERS[api_key].handle(ctx, req), 20)
         if answer is not None:
@@ -292,7 +292,7 @@ async def _every_handler() -> list[tuple[int, int, dict]]:
                     await asker.ask(api_key, version, body)
         # ApiVersions' answer to a version it does not serve
         event = SimpleNamespace(api_key=18, api_version=99, correlation_id=1, client_id="strict")
-        conn = SimpleNamespace(peer="127.0.0.1:1", draining=False, listener=None, log=asker.log, identify=lambda software: None)
+        conn = SimpleNamespace(peer="127.0.0.1:1", draining=False, sends_files=lambda: False, listener=None, log=asker.log, identify=lambda software: None)
         version, body = HANDLERS[18].unsupported(RequestContext(b.server, conn, asker.log), event)
         asker.answers.append((18, version, body))
     # the ACL APIs with an authorizer (above they answer SECURITY_DISABLED): created, listed, deleted

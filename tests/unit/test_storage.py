@@ -863,3 +863,36 @@ def test_the_first_retention_check_waits_for_the_initial_task_delay(tmp_path):
     mgr.run_maintenance_once()
     assert plog.log_start_offset == 1 == plog.log_end_offset
     mgr.stop()
+
+
+@pytest.mark.parametrize("index_interval", [1, 700, 4096, 1 << 20])
+def test_read_region_returns_what_read_returns(tmp_path, monkeypatch, index_interval):
+    """``read_region`` finds the batches to send from their headers (starting where the offset
+    index says) without reading them: the same bytes as ``read`` for any offset, size and bound."""
+    import random
+
+    import storage.log
+    from storage.segment import FileRegion
+    from storage.txn import batches_last_offset
+
+    monkeypatch.setattr(storage.log, "FILE_REGION_MIN", 1)  # a region wherever there is one
+    rng = random.Random(index_interval)
+    plog = open_log(tmp_path / "t-0", segment_bytes=40_000, index_interval_bytes=index_interval)
+    for _ in range(120):
+        plog.append([mk([(None, b"x" * rng.randrange(1, 3000)) for _ in range(rng.randrange(1, 8))])])
+    assert len(plog.segment_base_offsets()) > 3
+    leo = plog.log_end_offset
+    regions = 0
+    for _ in range(600):
+        offset = rng.randrange(leo)
+        max_bytes = rng.choice([0, 1, 100, rng.randrange(20_000), rng.randrange(100_000)])
+        min_one = rng.random() < 0.7
+        upto = rng.choice([None, rng.randrange(leo + 1)])
+        want = plog.read(offset, max_bytes, min_one=min_one, upto=upto)
+        got = plog.read_region(offset, max_bytes, min_one=min_one, upto=upto)
+        if type(got) is FileRegion:
+            regions += 1
+            assert got.last_offset == batches_last_offset(want)
+            got = got.read()
+        assert bytes(got) == bytes(want), (offset, max_bytes, min_one, upto)
+    assert regions > 300

@@ -215,6 +215,12 @@ class Broker:
         self._sweep_handle: asyncio.TimerHandle | None = None
         self.trim_due = 0
         self._trim_seen = 0
+        # descriptors held by Fetch answers waiting for their client's socket ("sending from
+        # files"): at most a quarter of the process's, so that clients that do not read cannot
+        # take the descriptors segments, connections and new topics need; past it, answers
+        # are read into memory as on TLS
+        self.waiting_fds = 0
+        self.waiting_fds_max = max(64, _open_files_limit() // 4)
 
     def update_hooks(self) -> None:
         """Recompute ``hooked`` after faults or metrics changed."""
@@ -573,6 +579,15 @@ class Broker:
             self._trim_seen = due
 
 
+def _open_files_limit() -> int:
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not a Unix
+        return 1024
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return soft if soft != resource.RLIM_INFINITY else 1 << 20
+
+
 def _release(parts) -> None:
     for part in parts:
         if type(part) is FileRegion:
@@ -619,7 +634,7 @@ class KafkaConnection(asyncio.Protocol):
     __slots__ = (
         "broker", "listener", "transport", "proto", "queue", "task", "waiter", "linger", "ctx", "paused", "closing", "draining",
         "held", "seen", "ip", "software", "client_id", "_peer", "_log", "held_out", "inflight", "answer_due", "settle_waiter",
-        "principal", "auth", "sasl", "expires", "lowat", "files", "sending", "sfd", "watching", "tpaused",
+        "principal", "auth", "sasl", "expires", "lowat", "files", "sending", "sfd", "pinned", "tpaused",
     )  # fmt: skip
 
     def __init__(self, broker: Broker, listener: Listener | None = None) -> None:
@@ -665,8 +680,8 @@ class KafkaConnection(asyncio.Protocol):
         # the transport's own buffer is over its high-water mark
         self.files: bool | None = None
         self.sending: deque | None = None
-        self.sfd = -1
-        self.watching = False
+        self.sfd = -1  # while watching: a duplicate of the socket's descriptor
+        self.pinned = 0  # while watching: the descriptors counted in the broker's waiting_fds
         self.tpaused = False
 
     @property
@@ -812,9 +827,6 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self.closing = True
         self._drop_sending()
-        if self.sfd >= 0:
-            os.close(self.sfd)
-            self.sfd = -1
         broker = self.broker
         if self in broker.connections:
             broker.connections.discard(self)
@@ -998,7 +1010,11 @@ class KafkaConnection(asyncio.Protocol):
     # is writable (a watch on a duplicate of its descriptor: the event loop watches the
     # transport's own), with reading paused and the task ended as for a full transport
     # buffer (_WRITE), and each region left keeps a descriptor of its own. What waits costs
-    # no memory but the regions, so the bounds above hold. Only the connection's task writes
+    # no memory but the regions, so the bounds above hold; the descriptors are counted
+    # broker-wide (Broker.waiting_fds), and past a quarter of the process's limit a waiting
+    # answer is read into memory instead, so clients that do not read cannot take the
+    # descriptors the logs and new connections need. Sends themselves use the socket's own
+    # descriptor: the duplicate exists only while the connection waits. Only the connection's task writes
     # an answer with regions, and it writes nothing more until it is out; the paths that
     # write outside the task (_send_held, _answer_inflight) queue behind it.
 
@@ -1039,15 +1055,8 @@ class KafkaConnection(asyncio.Protocol):
                 continue
             if transport.get_write_buffer_size():
                 break  # the bytes before the region first
-            if self.sfd < 0:
-                try:
-                    self.sfd = os.dup(transport.get_extra_info("socket").fileno())
-                except OSError:  # out of descriptors: send the rest from memory
-                    self.files = False
-                    self._write_rest()
-                    return
             try:
-                sent = os.sendfile(self.sfd, part.fd, part.pos, part.size)
+                sent = os.sendfile(transport.get_extra_info("socket").fileno(), part.fd, part.pos, part.size)
             except BlockingIOError:
                 break
             except OSError as exc:  # the client has gone (reset, broken pipe)
@@ -1070,18 +1079,32 @@ class KafkaConnection(asyncio.Protocol):
                 self.resume_writing()
             return
         # the socket is full: wait until it can take more
-        if not self.watching:
-            try:
-                for part in sending:
-                    if type(part) is FileRegion:
-                        part.pin()
-            except OSError:  # out of descriptors
-                self.files = False
-                self._write_rest()
-                return
-            self.watching = True
-            self.broker.loop.add_writer(self.sfd, self._pump)
+        if self.sfd < 0 and not self._watch():
+            self._write_rest()  # the broker's descriptors for waiting answers are spent: from memory, as on TLS
+            return
         self._pause(_WRITE)
+
+    def _watch(self) -> bool:
+        """Give each region left a descriptor of its own and watch a duplicate of the socket's,
+        within the broker's budget of descriptors held by waiting answers; False where it is
+        spent (or the process is out of descriptors), with nothing held."""
+        regions = [part for part in self.sending if type(part) is FileRegion and not part.pinned]
+        broker = self.broker
+        need = len(regions) + 1
+        if broker.waiting_fds + need > broker.waiting_fds_max:
+            return False
+        try:
+            for part in regions:
+                part.pin()
+            self.sfd = os.dup(self.transport.get_extra_info("socket").fileno())
+        except OSError:
+            for part in regions:
+                part.release()
+            return False
+        self.pinned = need
+        broker.waiting_fds += need
+        broker.loop.add_writer(self.sfd, self._pump)
+        return True
 
     def _write_rest(self) -> None:
         """Give the transport what is left of ``sending``, regions read into memory (closing, or
@@ -1106,9 +1129,13 @@ class KafkaConnection(asyncio.Protocol):
 
     def _unwatch(self) -> None:
         self.sending = None
-        if self.watching:
-            self.watching = False
-            self.broker.loop.remove_writer(self.sfd)
+        if self.sfd >= 0:
+            broker = self.broker
+            broker.loop.remove_writer(self.sfd)
+            os.close(self.sfd)
+            self.sfd = -1
+            broker.waiting_fds -= self.pinned  # regions released as they were sent still counted until now
+            self.pinned = 0
 
     def _released(self, n: int) -> None:
         """A request of ``n`` bytes was handled (the uncommon cases: large, or the pool full)."""

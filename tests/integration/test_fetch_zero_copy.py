@@ -171,6 +171,7 @@ def test_answers_sent_from_files_wait_for_the_client_and_hold_the_bytes_read_wou
             await until(lambda: conn.sending is not None and conn.paused & _WRITE, what="an answer to wait for the socket")
             waiting = _regions(conn)
             assert waiting and all(r.pinned for r in waiting)  # descriptors of their own while they wait
+            assert broker.server.waiting_fds == len(waiting) + 1  # and the socket's duplicate, watched
             # the records wait in the file, not in memory: the bound of test_backpressure holds
             in_memory = sum(len(p) for p in conn.sending if type(p) is not FileRegion)
             assert conn.transport.get_write_buffer_size() + in_memory + conn.held <= 2 * 1024 * KiB
@@ -184,7 +185,7 @@ def test_answers_sent_from_files_wait_for_the_client_and_hold_the_bytes_read_wou
                 assert part.records == expected[off]
                 assert check_records(part.records, off - off % PER_BATCH) > 0
             await until(lambda: conn.sending is None and not conn.paused, what="the connection to read again")
-            assert not any(r.pinned for r in waiting)
+            assert not any(r.pinned for r in waiting) and conn.sfd == -1 and broker.server.waiting_fds == 0
             await slow.api_versions()
             slow.close()
             await until(lambda: conn not in broker.server.connections, what="the broker to drop the client")
@@ -250,10 +251,43 @@ def test_a_client_that_leaves_while_an_answer_waits_in_a_file_leaves_nothing_beh
             bad.writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             bad.writer.transport.abort()
             await until(lambda: conn not in broker.server.connections, what="the broker to drop the client that left")
-            assert conn.sending is None and conn.sfd == -1
+            assert conn.sending is None and conn.sfd == -1 and broker.server.waiting_fds == 0
             assert not any(r.pinned for r in waiting)
             assert broker.server.request_bytes == 0
             await good.api_versions()
+            good.close()
+            broker.check_handler_errors()
+
+    run(loop_kind, main)
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_past_the_broker_budget_of_waiting_descriptors_answers_wait_in_memory(loop_kind):
+    """Clients that do not read cannot take the process's descriptors: once answers waiting
+    for their sockets hold ``waiting_fds_max`` of them, a further one is read into memory (as
+    on TLS), with the same bytes, and holds none."""
+
+    async def main():
+        async with Broker() as broker:
+            await broker.create_topic("budget")
+            good = await Client.open(broker.port)
+            await produce(good, "budget", 40)
+            plog = broker.cluster.topics["budget"].partitions[0].log
+            expected = bytes(plog.read(0, 1024 * KiB))
+            broker.server.waiting_fds_max = 0
+            slow = await Client.open(broker.port, rcvbuf=4096)
+            n = 6
+            slow.writer.write(b"".join(request_bytes(1, 12, fetch_body("budget", 1024 * KiB), corr=i + 1) for i in range(n)))
+            conn = await server_side(broker, slow)
+            await until(lambda: conn.paused & _WRITE, what="the answers to wait for the socket")
+            assert conn.sending is None and conn.sfd == -1 and broker.server.waiting_fds == 0
+            assert conn.transport.get_write_buffer_size() > 0  # the rest waits in the transport instead
+            for i in range(n):
+                corr, resp = decode_fetch(await slow.read_frame(), 12)
+                (part,) = resp.responses[0].partitions
+                assert corr == i + 1 and part.error_code == ErrorCode.none and part.records == expected
+            assert broker.server.waiting_fds == 0
+            slow.close()
             good.close()
             broker.check_handler_errors()
 

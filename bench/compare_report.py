@@ -792,7 +792,7 @@ def render(res, images: list[tuple[str, str]]) -> str:
     add("- **Transactions.** `bench.txn`: 10 confluent-kafka transactional producers (threads, one transactional id each) run 30 "
         "transactions of 20 records over a fresh 6-partition topic, a seeded fifth of them aborted after their records reached the broker; "
         "then a read_committed consumer checks exactly-once (every committed record once, no aborted one); 2 runs per broker, median "
-        "transactions/s.")
+        "transactions/s, timed from the moment every producer has its producer id (`init_transactions`) to the last commit or abort.")
     add("- **TLS.** `bench.tls_cost` on brokers of their own with PLAINTEXT, SSL and SASL_SSL listeners (a development CA from "
         "`kafkalite certs`' code, PEM keystores on both): confluent-kafka produces and consumes 50 MB of 1 KB records over PLAINTEXT "
         "and over SSL, 3 rounds alternating which goes first, broker CPU per MB (produce plus consume) as the median; then 100 "

@@ -215,7 +215,8 @@ def test_share_group_offsets_admin(broker):
     assert a.error_code == ErrorCode.none and a.responses[0].partitions[0].error_code == ErrorCode.none
     assert acquired(fetch(raw, "g6", "m", 0, tid)) == [(8, 9, 1)]
     assert fetch(raw, "g6", "m", -1, None).error_code == ErrorCode.none
-    r = raw.request(92, 0, {"group_id": "g6", "topics": [{"topic_name": "sf6"}, {"topic_name": "sf1"}]})
+    _topic(broker, "sf6-none", 1)  # a topic the group holds no offsets of
+    r = raw.request(92, 0, {"group_id": "g6", "topics": [{"topic_name": "sf6"}, {"topic_name": "sf6-none"}]})
     assert [x.error_code for x in r.responses] == [ErrorCode.none, ErrorCode.unknown_topic_or_partition]
     assert r.responses[1].error_message == "There is no offset information to delete."
     d = raw.request(90, 1, {"groups": [{"group_id": "g6", "topics": [{"topic_name": "sf6", "partitions": [0]}]}]})

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from . import group_scenarios as gs
 from .compare import loadavg, run_async
-from .procstat import oncpu_seconds
+from .procstat import cpu_split, oncpu_seconds
 from .spawn import Broker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,12 +58,12 @@ async def _round(port: int, pid: int, group: str, args, spy: Path | None) -> dic
         stable = []
         try:
             for _ in range(args.stable):
-                c0 = oncpu_seconds(pid)
+                c0, (_, sys0) = oncpu_seconds(pid), cpu_split(pid)
                 s = await gs.rebalance_stable(members, leader, pid, TIMEOUT)
-                cpu = oncpu_seconds(pid) - c0
+                cpu, sys_s = oncpu_seconds(pid) - c0, cpu_split(pid)[1] - sys0
                 if s.generations != 1 or s.errors:
                     raise RuntimeError(f"a Stable rebalance took {s.generations} generations, errors {s.errors}")
-                stable.append((cpu, s.sync_ms))
+                stable.append((cpu, s.sync_ms, sys_s))
                 leader = s.leader
         finally:
             if profiler is not None:
@@ -73,8 +73,10 @@ async def _round(port: int, pid: int, group: str, args, spy: Path | None) -> dic
         return {
             "new_cpu_ms": new_cpu * 1000,
             "new_ms": new.sync_ms,
-            "stable_cpu_ms": statistics.median(c for c, _ in stable) * 1000,
-            "stable_ms": statistics.median(w for _, w in stable),
+            "stable_cpu_ms": statistics.median(c for c, _, _ in stable) * 1000,
+            "stable_ms": statistics.median(w for _, w, _ in stable),
+            # clock ticks: only their sum over the round means something
+            "stable_sys_share": sum(k for _, _, k in stable) / sum(c for c, _, _ in stable),
         }
     finally:
         admin.close()
@@ -100,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                 spy = args.spy if name == "this" and args.spy is not None and r == 0 else None
                 out = run_async(_round(b.port, b.pid, f"classic-cost-{r}", args, spy))
                 totals[name].append(out)
-                print(f"{name:5} round {r + 1}: Stable {out['stable_cpu_ms']:.1f} ms broker CPU (window {out['stable_ms']:.1f} ms), "
+                print(f"{name:5} round {r + 1}: Stable {out['stable_cpu_ms']:.1f} ms broker CPU (window {out['stable_ms']:.1f} ms, {out['stable_sys_share']:.0%} in the kernel), "
                       f"new group {out['new_cpu_ms']:.1f} ms (window {out['new_ms']:.1f} ms), load {loadavg()}", flush=True)
         for name, rounds in totals.items():
             print(f"{name:5} median of {len(rounds)} rounds: Stable {statistics.median(o['stable_cpu_ms'] for o in rounds):.1f} ms broker CPU "

@@ -212,8 +212,9 @@ class ClassicGroup:
     def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
         if self.state == EMPTY:
             return bool(protocol_type) and bool(names)
-        candidates = self.candidate_protocols()
-        return protocol_type == self.protocol_type and any(n in candidates for n in names)
+        # some name every member supports (a candidate protocol), without building the candidates' set
+        counts, n = self.protocol_counts, len(self.members)
+        return protocol_type == self.protocol_type and any(counts.get(name) == n for name in names)
 
     def select_protocol(self) -> str | None:
         candidates = self.candidate_protocols()

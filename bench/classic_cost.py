@@ -16,8 +16,8 @@ the two, so that before and after see the same load::
 
     python -m bench.classic_cost --rounds 5 --base /tmp/base
 
-``--spy FILE`` records a py-spy raw profile of this tree's broker during its
-Stable rebalances (all rounds, one file; py-spy next to the Python running this).
+``--spy FILE`` records a py-spy raw profile of this tree's broker during the
+Stable rebalances of its first round (py-spy next to the Python running this).
 """
 
 from __future__ import annotations

@@ -178,7 +178,7 @@ class ClassicGroups:
             return []
         member = group.members[p.member_id]
         if group.state == PREPARING_REBALANCE:
-            return self._update_member_and_rebalance(group, member, p, fut, f"Member {p.member_id} joining group during {group.state}")
+            return self._update_member_and_rebalance(group, member, p, fut, None)  # no new rebalance: no reason
         if group.state == COMPLETING_REBALANCE:
             if member.protocols == p.protocols:
                 _resolve(fut, self._join_response(group, member, with_members=member.member_id == group.leader_id))
@@ -214,11 +214,11 @@ class ClassicGroups:
             session_timeout_ms=p.session_timeout_ms,
             protocol_type=p.protocol_type,
             protocols=list(p.protocols),
-            join_future=fut,
             join_version=p.version,
             is_new=True,
         )
         group.add(member)
+        member.join_future = fut
         # the initial rebalance (entered from Empty, at any generation) may be extended
         if group.state == PREPARING_REBALANCE and group.previous_state == EMPTY:
             group.new_member_added = True
@@ -229,7 +229,8 @@ class ClassicGroups:
             self._note(group, "joined", member_id, p.reason)
         return records
 
-    def _update_member_and_rebalance(self, group: ClassicGroup, member: Member, p: JoinParams, fut, reason: str) -> list:
+    def _update_member_and_rebalance(self, group: ClassicGroup, member: Member, p: JoinParams, fut, reason: str | None) -> list:
+        """``reason``: why a rebalance starts, if the group's state makes this join start one."""
         group.update_protocols(member, list(p.protocols))
         member.rebalance_timeout_ms = p.rebalance_timeout_ms
         member.session_timeout_ms = p.session_timeout_ms
@@ -237,6 +238,8 @@ class ClassicGroups:
             _resolve(member.join_future, join_error(ErrorCode.unknown_member_id, ""))
         member.join_future = fut
         member.join_version = p.version
+        if group.state == PREPARING_REBALANCE:
+            return self._maybe_complete_join(group)
         if p.reason:
             reason = f"{reason}; client reason: {p.reason}"
         return self._maybe_prepare_rebalance_or_complete_join(group, reason)

@@ -45,25 +45,27 @@ class Member:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
-    join_future: Any = None
     join_version: int = 0
     sync_future: Any = None
     is_new: bool = False
     owner: Any = field(default=None, repr=False)  # the group, which counts members awaiting a join
+    _join_future: Any = field(default=None, repr=False)  # see join_future
 
-    def __setattr__(self, name: str, value) -> None:
-        if name == "join_future":
-            try:
-                owner, old = self.owner, self.join_future
-            except AttributeError:  # during __init__
-                owner, old = None, None
-            if owner is not None:
-                owner.awaiting_count += (value is not None) - (old is not None)
-        object.__setattr__(self, name, value)
+    @property
+    def join_future(self):
+        """The member's parked JoinGroup answer, or None; setting it keeps the group's count of them."""
+        return self._join_future
+
+    @join_future.setter
+    def join_future(self, value) -> None:
+        owner = self.owner
+        if owner is not None:
+            owner.awaiting_count += (value is not None) - (self._join_future is not None)
+        self._join_future = value
 
     @property
     def awaiting_join(self) -> bool:
-        return self.join_future is not None
+        return self._join_future is not None
 
     @property
     def awaiting_sync(self) -> bool:
@@ -105,7 +107,7 @@ class ClassicGroup:
     subscribed: frozenset[str] | None = None
     # rebalance bookkeeping for the structured rebalance event
     rebalance: dict | None = None
-    awaiting_count: int = 0  # members with a parked JoinGroup, kept by Member.__setattr__
+    awaiting_count: int = 0  # members with a parked JoinGroup, kept by Member.join_future
 
     # -- state ------------------------------------------------------------
     def transition(self, target: str, now_ms: int) -> None:
@@ -159,12 +161,16 @@ class ClassicGroup:
         return member
 
     def update_protocols(self, member: Member, protocols: list[tuple[str, bytes]]) -> None:
-        for name in member.protocol_names():
+        old = member.protocol_names()
+        member.protocols = protocols
+        new = member.protocol_names()
+        if new == old:  # a rejoin with the same protocols (the metadata may differ): the counts stand
+            return
+        for name in old:
             self.protocol_counts[name] -= 1
             if self.protocol_counts[name] <= 0:
                 del self.protocol_counts[name]
-        member.protocols = protocols
-        for name in member.protocol_names():
+        for name in new:
             self.protocol_counts[name] += 1
 
     def replace_static(self, old_id: str, new_id: str) -> Member:
@@ -206,8 +212,9 @@ class ClassicGroup:
     def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
         if self.state == EMPTY:
             return bool(protocol_type) and bool(names)
-        candidates = self.candidate_protocols()
-        return protocol_type == self.protocol_type and any(n in candidates for n in names)
+        # some name every member supports (a candidate protocol), without building the candidates' set
+        counts, n = self.protocol_counts, len(self.members)
+        return protocol_type == self.protocol_type and any(counts.get(name) == n for name in names)
 
     def select_protocol(self) -> str | None:
         candidates = self.candidate_protocols()
@@ -235,9 +242,11 @@ class ClassicGroup:
             return frozenset()
         if self.protocol_name is None:
             return None
+        # members mostly send the same subscription bytes: each distinct one is parsed once
+        distinct = {m.metadata(self.protocol_name) for m in self.members.values()}
         topics: set[str] = set()
-        for m in self.members.values():
-            subs = subscribed_topics(m.metadata(self.protocol_name))
+        for metadata in distinct:
+            subs = subscribed_topics(metadata)
             if subs is None:
                 return None
             topics |= subs

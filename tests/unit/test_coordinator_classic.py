@@ -123,6 +123,7 @@ class Harness:
         for g in self.shard.groups.values():
             if isinstance(g, ClassicGroup):
                 assert g.num_awaiting_join == sum(1 for m in g.members.values() if m.join_future is not None), g.group_id
+                assert g.protocol_counts == Counter(n for m in g.members.values() for n, _ in m.protocols), g.group_id
             elif isinstance(g, ConsumerGroup):
                 by_name = Counter(n for m in g.members.values() for n in set(m.subscribed_topic_names))
                 by_regex = Counter(m.subscribed_topic_regex for m in g.members.values() if m.subscribed_topic_regex is not None)
@@ -422,6 +423,40 @@ def test_inconsistent_group_protocol(h):
     assert err(h.join(a, protocols=[("roundrobin", meta)])) == E.inconsistent_group_protocol
     # one protocol in common is enough
     assert err(h.join(protocols=[("roundrobin", meta), ("range", meta)])) == E.member_id_required
+
+
+def test_rejoin_with_other_protocols_or_metadata_updates_the_vote_and_the_record(h):
+    (a, b), gen = h.stable_group(2)
+    meta_a = subscription("t", "u")
+    # same protocol names, new metadata: the member's metadata is what the next generation carries
+    h.join(a, protocols=[("range", meta_a)])
+    fb = h.join(b, protocols=[("roundrobin", subscription("t")), ("range", subscription("t"))])
+    assert fb.result()["protocol_name"] == "range"
+    assert h.group().candidate_protocols() == {"range"}
+    assert h.group().members[a].metadata("range") == meta_a
+    assert h.group().subscribed == frozenset({"t", "u"})
+    # once a offers roundrobin too, both names are common, and both members vote roundrobin first
+    gen = fb.result()["generation_id"]
+    h.sync(a, gen, {a: assignment(t=[0]), b: assignment(t=[1])})
+    h.sync(b, gen)
+    h.join(a, protocols=[("roundrobin", meta_a), ("range", meta_a)])
+    h.join(b, protocols=[("roundrobin", subscription("t")), ("range", subscription("t"))])
+    assert h.group().candidate_protocols() == {"range", "roundrobin"}
+    assert h.group().protocol_name == "roundrobin"
+
+
+def test_subscribed_topics_are_the_union_of_distinct_subscriptions(h):
+    futs = [h.new_member(topics=topics)[1] for topics in (("t",), ("t",), ("u", "v"), ("t",))]
+    h.advance(h.config.group_initial_rebalance_delay_ms)
+    assert all(err(f) == E.none for f in futs)
+    assert h.group().subscribed == frozenset({"t", "u", "v"})
+
+
+def test_one_unparseable_subscription_makes_the_subscribed_topics_unknown(h):
+    futs = [h.new_member(topics=("t",))[1] for _ in range(3)] + [h.new_member(protocols=[("range", b"\x00")])[1]]
+    h.advance(h.config.group_initial_rebalance_delay_ms)
+    assert all(err(f) == E.none for f in futs)
+    assert h.group().subscribed is None
 
 
 # =========================================================================== join phase completion (1.5, 9.2)

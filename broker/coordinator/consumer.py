@@ -282,8 +282,8 @@ class ConsumerGroups(ShardPart):
             return plain
         if group.group_epoch > group.assignment_epoch:
             # the target waits for the assignment interval: come back when it is due, or, holding nothing
-            # (so waiting for what others must first revoke), just after those others, as below
-            wait = self._assignment_wait(group) + (0 if member.assigned else 2 * short)
+            # (so waiting for what others must first revoke), one pending interval after those others
+            wait = self._assignment_wait(group) + (0 if member.assigned else short)
             return min(plain, max(short, wait))
         if member.state == STABLE:
             return plain

@@ -1,4 +1,4 @@
-"""Kafka Streams exactly_once_v2 across kill -9, against kafkalite and Apache Kafka 4.1.
+"""Kafka Streams exactly_once_v2 across kill -9, against kafkalite and the reference Apache Kafka.
 
 A Kafka Streams 4.1 word count (``tests/java/streams/WordCount.java``, built and
 run by ``tests/java_harness.py``; classic rebalance protocol, commit every
@@ -20,6 +20,13 @@ not "the last count is right". No stream thread may die on the way. Each
 broker (kafkalite, and a reference Kafka of this test's own, so that it may
 be killed too) runs the whole scenario; kafkalite twice, with transactions V2
 (its default) and V1. About 30 s on kafkalite, 60 s on Kafka, each.
+
+Where the committed output stops short (every word counted 1..k, no count twice or skipped, k
+below n), what held a read_committed reader back is printed: each partition's last stable offset
+against its end, the producers with a transaction open there, and the transaction coordinator's
+view. On kafkalite that fails the test; on the reference Kafka it is an expected failure with the
+same diagnosis (Kafka 4.4 did it once in CI), since exactly-once held and only Kafka's liveness
+is in question.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from confluent_kafka import Producer
 from bench.txn import read_all
 from tests import java_harness, reference_kafka
 from tests.broker_process import BrokerProcess
+from tests.raw import RawClient
 from tests.integration.test_transactions import QUIET, new_topic
 
 pytestmark = pytest.mark.slow
@@ -134,6 +142,34 @@ def progress_since(app: java_harness.JavaClient, start: int, records: int, timeo
                         timeout=timeout, start=start)
 
 
+def held_back(bootstrap: str, topic: str, partitions: int) -> dict:
+    """What holds a read_committed reader of ``topic`` back: per partition, its last stable offset
+    against its end, and the producers with a transaction open on it (where it began); and the
+    transaction coordinator's view of every transaction it knows. A partition whose LSO sits at
+    the start of a transaction that no coordinator has open any more is a hanging transaction."""
+    raw = RawClient(bootstrap)
+    try:
+        ends = {}
+        for isolation in (0, 1):
+            r = raw.request(2, 7, {"replica_id": -1, "isolation_level": isolation, "topics": [
+                {"name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": -1, "timestamp": -1} for p in range(partitions)]}]})
+            for p in r.topics[0].partitions:
+                ends.setdefault(p.partition_index, []).append(p.offset)
+        r = raw.request(61, 0, {"topics": [{"name": topic, "partition_indexes": list(range(partitions))}]})
+        open_txns = {p.partition_index: [(x.producer_id, x.producer_epoch, x.current_txn_start_offset)
+                                         for x in p.active_producers if x.current_txn_start_offset >= 0]
+                     for p in r.topics[0].partitions}
+        listed = raw.request(66, 1, {"state_filters": [], "producer_id_filters": [], "duration_filter": -1}).transaction_states
+        described = raw.request(65, 0, {"transactional_ids": [x.transactional_id for x in listed]}).transaction_states if listed else []
+        coordinator = {x.transactional_id: (x.producer_id, x.producer_epoch, x.transaction_state,
+                                            sorted((t.topic, sorted(t.partitions)) for t in x.topics)) for x in described}
+        return {"end, lso": ends, "open transactions (pid, epoch, start)": open_txns, "coordinator": coordinator}
+    except Exception as e:  # noqa: BLE001 - a diagnosis only
+        return {"diagnosis failed": repr(e)}
+    finally:
+        raw.sock.close()
+
+
 def test_word_count_is_exactly_once_across_broker_and_app_kill_9(own_broker, tmp_path):
     broker = own_broker
     bootstrap = broker.bootstrap
@@ -194,7 +230,17 @@ def test_word_count_is_exactly_once_across_broker_and_app_kill_9(own_broker, tmp
         word, count = v.decode().split(":")
         counts[word].append(int(count))
     wrong = {w: (c[:5], len(c), expected[w]) for w, c in counts.items() if c != list(range(1, expected[w] + 1))}
-    assert not wrong, f"{len(wrong)} words not counted 1..n exactly once (first counts, how many, expected n): {dict(list(wrong.items())[:5])}"
+    if wrong:
+        told = (f"{len(wrong)} words not counted 1..n exactly once (first counts, how many, expected n): {dict(list(wrong.items())[:5])}; "
+                f"the output topic: {held_back(bootstrap, out, PARTITIONS)}")
+        short = all(counts[w] == list(range(1, len(counts[w]) + 1)) for w in wrong)
+        if broker.kind == "kafka" and short:
+            # Seen once in CI (2026-11-26, 1 run of about 20): Apache Kafka 4.4's committed output stopped
+            # where the broker was killed while the app ran on and closed cleanly. Nothing was counted
+            # twice or skipped, so exactly-once held; what the reference failed is liveness, and that
+            # says nothing of kafkalite, whose runs above stay strict. The diagnosis says what held it back.
+            pytest.xfail(f"the reference Kafka's committed output stopped short: {told}")
+        pytest.fail(told)
     assert set(counts) == set(expected), set(expected) ^ set(counts)
     assert len(final) == RECORDS
     # Streams handled both kills itself: no stream thread died (the app would replace it)

@@ -86,6 +86,7 @@ class BrokerConfig:
     auto_create_topics: bool = True
     num_partitions: int = 1
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    fetch_max_bytes: int = 55 * 1024 * 1024  # Kafka's default, 57671680
     # connection limits and request memory (Kafka names: the same with dots)
     queued_max_request_bytes: int = 100 * 1024 * 1024  # Kafka's default is -1, unbounded
     connections_max_idle_ms: int = 600_000
@@ -265,6 +266,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("advertised_listeners", "list", "NAME://host:port given to clients of listener NAME", "advertised.listeners", flag="--advertised-listener"),
     _s("listener_security_protocol_map", "list", "NAME:PROTOCOL pairs, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; without it a listener named after a protocol has it, any other is PLAINTEXT", "listener.security.protocol.map"),
     _s("max_frame_bytes", "int", "largest request accepted", "socket.request.max.bytes", minimum=1, maximum=INT_MAX, flag="--max-frame-bytes"),
+    _s("fetch_max_bytes", "int", "most bytes of records one Fetch answer returns, whatever the client asks (the first batch of the first partition with data may exceed it)", "fetch.max.bytes", minimum=1024, maximum=INT_MAX),
     _s("queued_max_request_bytes", "int", "request bytes held broker-wide (partial and queued requests) before reading pauses; -1: unbounded", "queued.max.request.bytes", minimum=-1, maximum=LONG_MAX),
     _s("connections_max_idle_ms", "int", "close a connection that sent no complete request for this long; -1: never", "connections.max.idle.ms", minimum=-1, maximum=LONG_MAX),
     _s("max_connections", "int", "open connections, all listeners together; more are closed at once", "max.connections", minimum=0, maximum=INT_MAX),

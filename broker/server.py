@@ -107,6 +107,8 @@ _STOP = 8  # the broker is stopping
 # memory handed back to the OS once this much in large buffers was freed and the churn stopped
 _TRIM_BYTES = 8 * 1024 * 1024
 _LARGE = 256 * 1024  # a request or answer this large counts towards it
+# a FileRegion sent through the transport (TLS, or no descriptor to wait with) is read this much at a time
+_PIECE = 256 * 1024
 # answers smaller than this are held while the connection has more requests queued, and sent
 # together (at most _COALESCE_COUNT of them, or when the connection's task next waits)
 _COALESCE = 16 * 1024
@@ -634,7 +636,7 @@ class KafkaConnection(asyncio.Protocol):
     __slots__ = (
         "broker", "listener", "transport", "proto", "queue", "task", "waiter", "linger", "ctx", "paused", "closing", "draining",
         "held", "seen", "ip", "software", "client_id", "_peer", "_log", "held_out", "inflight", "answer_due", "settle_waiter",
-        "principal", "auth", "sasl", "expires", "lowat", "files", "sending", "sfd", "pinned", "tpaused",
+        "principal", "auth", "sasl", "expires", "lowat", "files", "sending", "sfd", "tpaused",
     )  # fmt: skip
 
     def __init__(self, broker: Broker, listener: Listener | None = None) -> None:
@@ -675,13 +677,13 @@ class KafkaConnection(asyncio.Protocol):
         self.expires: float | None = None
         self.lowat: int | None = None  # TLS: the socket's SO_RCVLOWAT (see _tune_lowat)
         # answers holding FileRegions (see "sending from files" below): whether this connection
-        # can send them (None until a Fetch asks), what is left of the one being sent, the
-        # socket's descriptor duplicated for sendfile and its writability watch, and whether
-        # the transport's own buffer is over its high-water mark
+        # sends them with sendfile (None until a Fetch asks; False: through the transport, a
+        # piece at a time), what is left of the one being sent, the socket's descriptor
+        # duplicated for sendfile's writability watch, and whether the transport's own buffer
+        # is over its high-water mark
         self.files: bool | None = None
         self.sending: deque | None = None
         self.sfd = -1  # while watching: a duplicate of the socket's descriptor
-        self.pinned = 0  # while watching: the descriptors counted in the broker's waiting_fds
         self.tpaused = False
 
     @property
@@ -817,7 +819,9 @@ class KafkaConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.tpaused = False
-        if self.sending is not None:  # _pump resumes once the answer it sends is out
+        if self.sending is not None:  # the rest of the answer first; _pump resumes once it is out
+            if self.sfd < 0:
+                self._pump()
             return
         self.seen = _now()
         self._resume(_WRITE)
@@ -1003,31 +1007,38 @@ class KafkaConnection(asyncio.Protocol):
 
     # -- sending from files -----------------------------------------------
     # A Fetch answer may hold FileRegions (storage/segment.py) among its buffers: batches of
-    # a segment file, sent with sendfile(2) from the page cache instead of being read into
-    # memory and copied into the socket. The connection hands the answer's parts to the
-    # kernel in order: bytes through the transport, a region with sendfile once the
-    # transport has written all it holds. Where the socket is full it waits until the socket
-    # is writable (a watch on a duplicate of its descriptor: the event loop watches the
-    # transport's own), with reading paused and the task ended as for a full transport
-    # buffer (_WRITE), and each region left keeps a descriptor of its own. What waits costs
-    # no memory but the regions, so the bounds above hold; the descriptors are counted
-    # broker-wide (Broker.waiting_fds), and past a quarter of the process's limit a waiting
-    # answer is read into memory instead, so clients that do not read cannot take the
-    # descriptors the logs and new connections need. Sends themselves use the socket's own
-    # descriptor: the duplicate exists only while the connection waits. Only the connection's task writes
-    # an answer with regions, and it writes nothing more until it is out; the paths that
-    # write outside the task (_send_held, _answer_inflight) queue behind it.
+    # a segment file, not read into memory. The connection hands the answer's parts to the
+    # kernel in order, bytes through the transport and each region one of two ways:
+    #
+    # - with sendfile(2) from the page cache (plain TCP), once the transport has written all
+    #   it holds. Where the socket is full it waits until the socket is writable (a watch on
+    #   a duplicate of its descriptor: the event loop watches the transport's own), with
+    #   reading paused and the task ended as for a full transport buffer (_WRITE);
+    # - read a piece (_PIECE) at a time and written through the transport, while the
+    #   transport is under its high-water mark; resume_writing carries on. TLS connections
+    #   do this (the transport encrypts), and so does a plain one once the broker's budget
+    #   of descriptors for waiting answers is spent.
+    #
+    # Either way a client that does not read holds its regions, the transport's high-water
+    # mark and at most one piece, never its answer's bytes: the bounds above hold whatever
+    # it asked for. Regions are pinned (FileRegion.pin) when the answer is handed over, so
+    # their file stays readable if its log is closed meanwhile; pinning shares the file's
+    # descriptor. The duplicates of waiting sockets are counted broker-wide
+    # (Broker.waiting_fds): past a quarter of the process's limit a connection sends through
+    # its transport instead, so clients that do not read cannot take the descriptors the logs
+    # and new connections need. Only the connection's task writes an answer with regions, and
+    # it writes nothing more until it is out; the paths that write outside the task
+    # (_send_held, _answer_inflight) queue behind it.
 
     def sends_files(self) -> bool:
-        """Whether a Fetch answer may hold FileRegions: a plain TCP connection, faults not in
-        use (their recorder keeps answers as they are)."""
-        files = self.files
-        if files is None:
-            files = self.files = self._can_send_files()
+        """Whether a Fetch answer may hold FileRegions: faults not in use (their recorder keeps
+        answers as they are)."""
+        if self.files is None:
+            self.files = self._can_sendfile()
         faults = self.broker.faults
-        return files and not self.closing and (faults is None or not faults.active)
+        return not self.closing and (faults is None or not faults.active)
 
-    def _can_send_files(self) -> bool:
+    def _can_sendfile(self) -> bool:
         transport = self.transport
         listener = self.listener
         if transport is None or transport.get_extra_info("sslcontext") is not None:
@@ -1038,11 +1049,15 @@ class KafkaConnection(asyncio.Protocol):
 
     def _send_files(self, out: list) -> None:
         """Write an answer that holds FileRegions."""
+        for part in out:
+            if type(part) is FileRegion:
+                part.pin()
         self.sending = deque(out)
         self._pump()
 
     def _pump(self) -> None:
-        """Hand what is left of ``sending`` to the kernel; wait for the socket where it is full."""
+        """Hand what is left of ``sending`` to the kernel; wait for the socket or the transport
+        where it is full."""
         sending = self.sending
         if sending is None or self.closing:
             return
@@ -1052,6 +1067,26 @@ class KafkaConnection(asyncio.Protocol):
             if type(part) is not FileRegion:
                 sending.popleft()
                 transport.write(part)
+                continue
+            if not self.files:  # through the transport, a piece at a time
+                if self.tpaused:
+                    return  # resume_writing carries on
+                n = min(part.size, _PIECE)
+                try:
+                    data = part.read(n)
+                except OSError as exc:
+                    self.log.warning("closing connection: a fetched segment could not be read", error=str(exc))
+                    self.abort()
+                    return
+                if len(data) < n:
+                    self._cut_short(part)
+                    return
+                part.pos += n
+                part.size -= n
+                if not part.size:
+                    sending.popleft()
+                    part.release()
+                transport.write(data)  # may call pause_writing
                 continue
             if transport.get_write_buffer_size():
                 break  # the bytes before the region first
@@ -1063,9 +1098,8 @@ class KafkaConnection(asyncio.Protocol):
                 self.log.debug("closing connection: sendfile failed", error=str(exc))
                 self.abort()
                 return
-            if not sent:  # the file ends before the region does: it was truncated under the answer
-                self.log.warning("closing connection: a fetched segment file was cut short while sent", region=repr(part))
-                self.abort()
+            if not sent:
+                self._cut_short(part)
                 return
             part.pos += sent
             part.size -= sent
@@ -1080,35 +1114,33 @@ class KafkaConnection(asyncio.Protocol):
             return
         # the socket is full: wait until it can take more
         if self.sfd < 0 and not self._watch():
-            self._write_rest()  # the broker's descriptors for waiting answers are spent: from memory, as on TLS
+            self.files = False  # the broker's descriptors for waiting answers are spent: through the transport
+            self._pump()
             return
         self._pause(_WRITE)
 
+    def _cut_short(self, part: FileRegion) -> None:
+        """The file ends before the region does: it was truncated under the answer."""
+        self.log.warning("closing connection: a fetched segment file was cut short while sent", region=repr(part))
+        self.abort()
+
     def _watch(self) -> bool:
-        """Give each region left a descriptor of its own and watch a duplicate of the socket's,
-        within the broker's budget of descriptors held by waiting answers; False where it is
-        spent (or the process is out of descriptors), with nothing held."""
-        regions = [part for part in self.sending if type(part) is FileRegion and not part.pinned]
+        """Watch a duplicate of the socket's descriptor, within the broker's budget of
+        descriptors held by waiting answers; False where it is spent (or the process is out
+        of descriptors)."""
         broker = self.broker
-        need = len(regions) + 1
-        if broker.waiting_fds + need > broker.waiting_fds_max:
+        if broker.waiting_fds >= broker.waiting_fds_max:
             return False
         try:
-            for part in regions:
-                part.pin()
             self.sfd = os.dup(self.transport.get_extra_info("socket").fileno())
         except OSError:
-            for part in regions:
-                part.release()
             return False
-        self.pinned = need
-        broker.waiting_fds += need
+        broker.waiting_fds += 1
         broker.loop.add_writer(self.sfd, self._pump)
         return True
 
     def _write_rest(self) -> None:
-        """Give the transport what is left of ``sending``, regions read into memory (closing, or
-        out of descriptors)."""
+        """Give the transport what is left of ``sending``, regions read into memory (closing)."""
         sending = self.sending
         self._unwatch()
         try:
@@ -1134,8 +1166,7 @@ class KafkaConnection(asyncio.Protocol):
             broker.loop.remove_writer(self.sfd)
             os.close(self.sfd)
             self.sfd = -1
-            broker.waiting_fds -= self.pinned  # regions released as they were sent still counted until now
-            self.pinned = 0
+            broker.waiting_fds -= 1
 
     def _released(self, n: int) -> None:
         """A request of ``n`` bytes was handled (the uncommon cases: large, or the pool full)."""

@@ -556,10 +556,11 @@ class PartitionLog:
         seg, pos, end = found
         return seg.read_batches(pos, max_bytes, min_one=min_one, end=end)
 
-    def read_region(self, offset: int, max_bytes: int, *, min_one: bool = True, upto: int | None = None) -> bytes | memoryview | FileRegion:
+    def read_region(self, offset: int, max_bytes: int, *, min_one: bool = True, upto: int | None = None,
+                    least: int | None = None) -> bytes | memoryview | FileRegion:
         """``read``, with the batches as a ``FileRegion`` of the segment file instead of bytes
-        where there are at least ``FILE_REGION_MIN`` bytes of them (a Fetch sends those with
-        ``sendfile``); less comes as ``read`` returns it."""
+        where there are at least ``least`` bytes of them (``FILE_REGION_MIN`` by default; a Fetch
+        sends those from the file); less comes as ``read`` returns it."""
         found = self._locate(offset, upto, max_bytes > 0 or min_one)
         if found is None:
             return b""
@@ -567,7 +568,7 @@ class PartitionLog:
         region = seg.region(pos, max_bytes, min_one=min_one, end=end)
         if region is None:
             return seg.read_batches(pos, max_bytes, min_one=min_one, end=end)
-        if region.size < FILE_REGION_MIN:
+        if region.size < (FILE_REGION_MIN if least is None else least):
             return region.read()
         return region
 

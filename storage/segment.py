@@ -97,10 +97,9 @@ class FileRegion:
     """Whole batches of a segment file, not read into memory: ``size`` bytes at ``pos``.
 
     A Fetch answer carries them in place of the bytes, and the connection sends
-    them with ``sendfile`` (broker/server.py). Holding the ``FileHandle`` keeps
-    the descriptor open (segments are closed explicitly only when their log
-    is); ``last_offset`` is that of the last batch. ``pos`` and ``size``
-    advance as the bytes are sent.
+    them from the file (broker/server.py): with ``sendfile``, or read a piece at a
+    time as the client takes them. ``last_offset`` is that of the last batch.
+    ``pos`` and ``size`` advance as the bytes are sent.
     """
 
     __slots__ = ("fh", "fd", "pinned", "pos", "size", "last_offset")
@@ -120,33 +119,47 @@ class FileRegion:
         return f"FileRegion(fd={self.fd}, pos={self.pos}, size={self.size})"
 
     def pin(self) -> None:
-        """Use a descriptor of its own from now on, so that the region stays readable after
-        its log is closed (a topic deleted while the answer waits for the client), as
-        Kafka's segment files stay until ``file.delete.delay.ms``. Call it before the event
-        loop runs anything else; ``release`` closes it."""
+        """Keep the file's descriptor open until ``release``, even if its log is closed
+        meanwhile (a topic deleted, a segment removed by retention or compaction while the
+        answer waits for the client), as Kafka's segment files stay until
+        ``file.delete.delay.ms``. No descriptor of its own: the file's is shared
+        (``FileHandle.use``). Call it before the event loop runs anything else."""
         if not self.pinned:
-            self.fd = os.dup(self.fh.fd)
+            self.fh.use()
             self.pinned = True
 
     def release(self) -> None:
         if self.pinned:
             self.pinned = False
-            os.close(self.fd)
+            self.fh.unuse()
 
-    def read(self) -> bytes:
-        """The bytes not sent yet (for a connection that cannot use ``sendfile``)."""
-        return _pread_all(self.fd, self.size, self.pos)
+    def read(self, n: int | None = None) -> bytes:
+        """The bytes not sent yet, or the next ``n`` of them (not consumed: see ``pos``)."""
+        return _pread_all(self.fd, self.size if n is None or n > self.size else n, self.pos)
 
 
 class FileHandle:
-    """An OS file descriptor closed on ``close()`` or garbage collection."""
+    """An OS file descriptor closed on ``close()`` or garbage collection; while FileRegions
+    of the file wait to be sent (``use``), ``close`` marks it closed and the descriptor
+    itself is closed by the last ``unuse``."""
 
-    __slots__ = ("fd", "closed", "_lock", "__weakref__")
+    __slots__ = ("fd", "closed", "users", "_lock", "__weakref__")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.closed = False
+        self.users = 0
         self._lock = threading.Lock()
+
+    def use(self) -> None:
+        with self._lock:
+            self.users += 1
+
+    def unuse(self) -> None:
+        with self._lock:
+            self.users -= 1
+            if self.users == 0 and self.closed:
+                os.close(self.fd)
 
     def pread(self, n: int, pos: int) -> bytes:
         return _pread_all(self.fd, n, pos)
@@ -190,9 +203,10 @@ class FileHandle:
         with self._lock:
             if not self.closed:
                 self.closed = True
-                os.close(self.fd)
+                if not self.users:
+                    os.close(self.fd)
 
-    def __del__(self) -> None:
+    def __del__(self) -> None:  # no region holds it (a pinned one holds a reference)
         if not self.closed:
             self.closed = True
             try:

@@ -5,9 +5,10 @@
   it asked for, or the partition's topic is deleted. A fetch with no partition
   to wait on (none asked for, or all in error) is answered at once, as
   Kafka's does.
-- ``max_bytes`` bounds the whole answer and ``partition_max_bytes`` each
-  partition, in whole batches; only the first batch of the first partition
-  with data may exceed them (KIP-74), so the client can always progress.
+- ``max_bytes``, capped by the broker's ``fetch.max.bytes`` as Kafka caps it,
+  bounds the whole answer and ``partition_max_bytes`` each partition, in whole
+  batches; only the first batch of the first partition with data may exceed
+  them (KIP-74), so the client can always progress.
 - A partition whose topic was deleted under a parked fetch is answered
   UNKNOWN_TOPIC_OR_PARTITION, as Kafka does.
 - Fetch sessions (KIP-227) are declined the way the KIP allows: a request for
@@ -24,12 +25,15 @@
   everything up to the high watermark and null aborted transactions.
 - v13+ name topics by id; an unknown or zero id is UNKNOWN_TOPIC_ID per
   partition.
-- Records are not copied: on a connection that can send from files (plain
-  TCP, see ``KafkaConnection.sends_files``) a partition's read of at least
-  ``FILE_REGION_MIN`` bytes is a ``FileRegion`` of the segment file, sent with
-  ``sendfile``; otherwise what ``PartitionLog.read`` returns (the ``pread``
-  bytes, or a view of them cut at the last whole batch) goes into the answer
-  as it is. ``protocol/fast.py``'s encoder hands either to the connection as
+- Records are not copied: a partition's read of at least ``FILE_REGION_MIN``
+  bytes is a ``FileRegion`` of the segment file, sent from the file as the
+  client takes it (``sendfile`` on plain TCP, a piece at a time through a TLS
+  transport: ``KafkaConnection._pump``); a smaller one is what
+  ``PartitionLog.read`` returns (the ``pread`` bytes, or a view of them cut at
+  the last whole batch), as it is, until ``ANSWER_MEMORY`` bytes of the answer
+  are in memory, and a region of any size after that. So an answer never holds
+  more than about ``ANSWER_MEMORY`` of records in memory, whatever the client
+  asked for. ``protocol/fast.py``'s encoder hands either to the connection as
   one of the answer's buffers (see docs/architecture.md).
 """
 
@@ -128,6 +132,7 @@ def _read(plan, max_bytes: int, committed: bool = False, files: bool = False):
     """
     budget = max(max_bytes, 0)
     total = 0
+    held = 0  # bytes of the answer read into memory
     errors = False
     responses = []
     for key, parts in plan:
@@ -141,13 +146,16 @@ def _read(plan, max_bytes: int, committed: bool = False, files: bool = False):
             try:
                 limit = max(min(fp.partition_max_bytes, budget), 0)
                 lso = plog.last_stable_offset
-                read = plog.read_region if files and limit >= FILE_REGION_MIN else plog.read
-                if committed:
-                    data = read(fp.fetch_offset, limit, min_one=total == 0, upto=lso)
-                    aborted = _aborted(plog, fp.fetch_offset, data)
-                else:
-                    data = read(fp.fetch_offset, limit, min_one=total == 0)
-                    aborted = None
+                if not files:
+                    data = plog.read(fp.fetch_offset, limit, min_one=total == 0, upto=lso if committed else None)
+                elif held < ANSWER_MEMORY:  # large reads from the file, small ones in memory
+                    if limit >= FILE_REGION_MIN:
+                        data = plog.read_region(fp.fetch_offset, limit, min_one=total == 0, upto=lso if committed else None)
+                    else:
+                        data = plog.read(fp.fetch_offset, limit, min_one=total == 0, upto=lso if committed else None)
+                else:  # the answer holds enough in memory: everything else from the file
+                    data = plog.read_region(fp.fetch_offset, limit, min_one=total == 0, upto=lso if committed else None, least=1)
+                aborted = _aborted(plog, fp.fetch_offset, data) if committed else None
                 hw = plog.log_end_offset
                 log_start = plog.log_start_offset
             except OffsetOutOfRangeError:
@@ -162,6 +170,8 @@ def _read(plan, max_bytes: int, committed: bool = False, files: bool = False):
                 n = len(data)
                 budget -= n
                 total += n
+                if type(data) is not FileRegion:
+                    held += n
             out.append(
                 {
                     "partition_index": fp.partition,
@@ -178,6 +188,11 @@ def _read(plan, max_bytes: int, committed: bool = False, files: bool = False):
     return responses, total, errors
 
 
+# an answer reads this much of its partitions into memory at most (beyond one partition's
+# first batch); the rest comes as FileRegions, sent from the files as the client takes them
+ANSWER_MEMORY = 1024 * 1024
+
+
 async def handle(ctx, req):
     session_epoch = getattr(req, "session_epoch", -1)
     if session_epoch > 0:
@@ -189,7 +204,7 @@ async def handle(ctx, req):
     committed = req.isolation_level == READ_COMMITTED
     while True:
         # asked after every wait: the answer is written as soon as the last read is done
-        responses, total, errors = _read(plan, req.max_bytes, committed, ctx.conn.sends_files())
+        responses, total, errors = _read(plan, min(req.max_bytes, ctx.config.fetch_max_bytes), committed, ctx.conn.sends_files())
         # nothing to wait on answers at once, as Kafka's (its purgatory only holds fetches with partitions)
         if total >= req.min_bytes or errors or not waiting_on or ctx.conn.draining:
             break

@@ -57,13 +57,17 @@ class Client:
         self.corr = 0
 
     @classmethod
-    async def open(cls, port: int, *, rcvbuf: int | None = None) -> Client:
+    async def open(cls, port: int, *, rcvbuf: int | None = None, tls=None) -> Client:
+        """``tls``: an ``ssl.SSLContext`` for a TLS listener."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if rcvbuf is not None:  # before connect, so the window stays small
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         sock.setblocking(False)
         await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
-        reader, writer = await asyncio.open_connection(sock=sock)
+        if tls is None:
+            reader, writer = await asyncio.open_connection(sock=sock)
+        else:
+            reader, writer = await asyncio.open_connection(sock=sock, ssl=tls, server_hostname="localhost")
         return cls(reader, writer)
 
     @property

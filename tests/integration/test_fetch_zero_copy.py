@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import struct
 import time
 
 import pytest
 import uvloop
 
-from broker.server import _WRITE
+from broker.server import _PIECE, _WRITE
+from broker.handlers.fetch import ANSWER_MEMORY
+from broker.security.testkit import secured
 from broker.testing import Broker
+from storage.log import FILE_REGION_MIN
 from storage.segment import FileRegion
 from protocol.codec import decode, response_class
 from protocol.errors import ErrorCode
@@ -170,8 +174,8 @@ def test_answers_sent_from_files_wait_for_the_client_and_hold_the_bytes_read_wou
             conn = await server_side(broker, slow)
             await until(lambda: conn.sending is not None and conn.paused & _WRITE, what="an answer to wait for the socket")
             waiting = _regions(conn)
-            assert waiting and all(r.pinned for r in waiting)  # descriptors of their own while they wait
-            assert broker.server.waiting_fds == len(waiting) + 1  # and the socket's duplicate, watched
+            assert waiting and all(r.pinned and r.fh.users for r in waiting)  # their files held open while they wait
+            assert broker.server.waiting_fds == 1  # and the socket's duplicate, watched
             # the records wait in the file, not in memory: the bound of test_backpressure holds
             in_memory = sum(len(p) for p in conn.sending if type(p) is not FileRegion)
             assert conn.transport.get_write_buffer_size() + in_memory + conn.held <= 2 * 1024 * KiB
@@ -262,33 +266,161 @@ def test_a_client_that_leaves_while_an_answer_waits_in_a_file_leaves_nothing_beh
 
 
 @pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
-def test_past_the_broker_budget_of_waiting_descriptors_answers_wait_in_memory(loop_kind):
+def test_past_the_broker_budget_of_waiting_descriptors_answers_go_through_the_transport(loop_kind):
     """Clients that do not read cannot take the process's descriptors: once answers waiting
-    for their sockets hold ``waiting_fds_max`` of them, a further one is read into memory (as
-    on TLS), with the same bytes, and holds none."""
+    for their sockets hold ``waiting_fds_max`` of them, a further connection sends its regions
+    a piece at a time through its transport (as TLS connections do), with the same bytes, and
+    holds no descriptor and no more than the transport's high-water mark and one piece."""
 
     async def main():
         async with Broker() as broker:
             await broker.create_topic("budget")
             good = await Client.open(broker.port)
-            await produce(good, "budget", 40)
+            await produce(good, "budget", 60)  # about 3 MB
             plog = broker.cluster.topics["budget"].partitions[0].log
-            expected = bytes(plog.read(0, 1024 * KiB))
+            expected = bytes(plog.read(0, 4096 * KiB))
             broker.server.waiting_fds_max = 0
             slow = await Client.open(broker.port, rcvbuf=4096)
-            n = 6
-            slow.writer.write(b"".join(request_bytes(1, 12, fetch_body("budget", 1024 * KiB), corr=i + 1) for i in range(n)))
             conn = await server_side(broker, slow)
-            await until(lambda: conn.paused & _WRITE, what="the answers to wait for the socket")
-            assert conn.sending is None and conn.sfd == -1 and broker.server.waiting_fds == 0
-            assert conn.transport.get_write_buffer_size() > 0  # the rest waits in the transport instead
+            # a small send buffer, so that the kernel cannot take the answer (it grows to megabytes on loopback)
+            conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * KiB)
+            n = 3
+            slow.writer.write(b"".join(request_bytes(1, 12, fetch_body("budget", 4096 * KiB), corr=i + 1) for i in range(n)))
+            await until(lambda: conn.paused & _WRITE, what="the answers to wait for the client")
+            assert conn.files is False and conn.sfd == -1 and broker.server.waiting_fds == 0
+            assert _regions(conn)  # the rest of the answer waits in its file
+            assert conn.transport.get_write_buffer_size() <= broker.server.write_high + _PIECE
             for i in range(n):
                 corr, resp = decode_fetch(await slow.read_frame(), 12)
                 (part,) = resp.responses[0].partitions
                 assert corr == i + 1 and part.error_code == ErrorCode.none and part.records == expected
+            await until(lambda: conn.sending is None and not conn.paused, what="the connection to read again")
             assert broker.server.waiting_fds == 0
             slow.close()
             good.close()
             broker.check_handler_errors()
 
     run(loop_kind, main)
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_a_tls_client_that_does_not_read_holds_its_answers_in_the_files_even_past_a_deletion(loop_kind):
+    """On TLS the transport encrypts, so regions go through it a piece at a time: a client that
+    asks for megabytes and does not read holds the transport's high-water mark and a piece, not
+    its answers (before, every answer was read into memory whole: ten such clients of a 100 MB
+    partition held 2 GB). The regions' files stay readable after their topic is deleted (the
+    descriptors close with the last region), and the client gets the bytes a read gives."""
+
+    async def main():
+        sec = secured("SSL")
+        tls = ssl.create_default_context(cafile=str(sec.certs.ca))
+        async with Broker(settings=sec.settings) as broker:
+            await broker.create_topic("tls", config={"segment.bytes": str(1024 * KiB)})
+            good = await Client.open(broker.port, tls=tls)
+            await produce(good, "tls", 60)  # about 3 MB in three segments
+            plog = broker.cluster.topics["tls"].partitions[0].log
+            offsets = [0, 1010, 37, 2000, 480]
+            expected = {off: bytes(plog.read(off, 2048 * KiB)) for off in offsets}
+            assert all(len(e) > FILE_REGION_MIN for e in expected.values())
+
+            slow = await Client.open(broker.port, rcvbuf=4096, tls=tls)
+            frames = []
+            for i, off in enumerate(offsets):
+                body = fetch_body("tls", 2048 * KiB)
+                body["topics"][0]["partitions"][0]["fetch_offset"] = off
+                frames.append(request_bytes(1, 12, body, corr=i + 1))
+            slow.writer.write(b"".join(frames))
+            conn = await server_side(broker, slow)
+            await until(lambda: conn.sending is not None and conn.paused & _WRITE, what="an answer to wait for the client")
+            waiting = _regions(conn)
+            assert conn.files is False and conn.sfd == -1 and broker.server.waiting_fds == 0
+            assert waiting and all(r.pinned and r.fh.users for r in waiting)
+            assert conn.transport.get_write_buffer_size() <= broker.server.write_high + _PIECE
+
+            await broker.delete_topic("tls")  # segments unlinked, the log's files closed
+            assert plog.closed and all(r.fh.closed for r in waiting)
+
+            whole = 0
+            for i, off in enumerate(offsets):
+                corr, resp = decode_fetch(await slow.read_frame(), 12)
+                assert corr == i + 1
+                (part,) = resp.responses[0].partitions
+                if part.error_code == ErrorCode.none:  # answered before the deletion
+                    assert part.records == expected[off]
+                    whole += 1
+                else:
+                    assert part.error_code == ErrorCode.unknown_topic_or_partition
+            assert whole > 0
+            await until(lambda: conn.sending is None and not conn.paused, what="the connection to read again")
+            assert all(not r.pinned and r.fh.users == 0 for r in waiting)
+            await slow.api_versions()
+            slow.close()
+            good.close()
+            broker.check_handler_errors()
+
+    run(loop_kind, main)
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_an_answer_of_many_small_partitions_holds_little_in_memory(loop_kind):
+    """Partition reads below FILE_REGION_MIN are read into memory, but only until the answer
+    holds ANSWER_MEMORY bytes of them; the rest are regions, whatever their size, so a fetch
+    of many partitions by a client that does not read cannot pin its whole answer in memory."""
+
+    async def main():
+        async with Broker() as broker:
+            partitions = 24
+            await broker.create_topic("many", partitions)
+            good = await Client.open(broker.port)
+            for p in range(partitions):
+                await produce(good, "many", 2, partition=p)  # about 100 KB each
+            logs = [broker.cluster.topics["many"].partitions[p].log for p in range(partitions)]
+            expected = [bytes(plog.read(0, 1024 * KiB)) for plog in logs]
+            assert all(0 < len(e) < FILE_REGION_MIN for e in expected)
+
+            body = fetch_body("many", 64 * 1024 * KiB)
+            first = body["topics"][0]["partitions"][0]
+            body["topics"][0]["partitions"] = [{**first, "partition": p, "partition_max_bytes": 1024 * KiB} for p in range(partitions)]
+            slow = await Client.open(broker.port, rcvbuf=4096)
+            slow.writer.write(b"".join(request_bytes(1, 12, body, corr=i + 1) for i in range(3)))
+            conn = await server_side(broker, slow)
+            await until(lambda: conn.sending is not None and conn.paused & _WRITE, what="an answer to wait for the client")
+            waiting = _regions(conn)
+            in_files = sum(len(r) for r in waiting)
+            # all but about ANSWER_MEMORY of the answer waits in the files
+            assert in_files >= sum(map(len, expected)) - ANSWER_MEMORY - 2 * max(map(len, expected))
+
+            for i in range(3):
+                corr, resp = decode_fetch(await slow.read_frame(), 12)
+                assert corr == i + 1
+                got = {p.partition_index: p for p in resp.responses[0].partitions}
+                assert sorted(got) == list(range(partitions))
+                for p, part in got.items():
+                    assert part.error_code == ErrorCode.none and part.records == expected[p]
+            slow.close()
+            good.close()
+            broker.check_handler_errors()
+
+    run(loop_kind, main)
+
+
+def test_fetch_max_bytes_caps_what_a_client_asks_for():
+    """The broker's fetch.max.bytes bounds an answer whatever max_bytes the client sends (as
+    Kafka's: min of the two), in whole batches."""
+
+    async def main():
+        async with Broker(settings={"fetch.max.bytes": 300 * KiB}) as broker:
+            await broker.create_topic("capped")
+            client = await Client.open(broker.port)
+            await produce(client, "capped", 30)  # about 1.5 MB
+            body = fetch_body("capped", 2**31 - 1)
+            body["topics"][0]["partitions"][0]["partition_max_bytes"] = 2**31 - 1
+            resp = await client.request(1, 12, body)
+            (part,) = resp.responses[0].partitions
+            assert part.error_code == ErrorCode.none
+            assert 0 < len(part.records) <= 300 * KiB
+            assert check_records(part.records, 0) > 0
+            client.close()
+            broker.check_handler_errors()
+
+    run("uvloop", main)

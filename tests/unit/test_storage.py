@@ -896,3 +896,37 @@ def test_read_region_returns_what_read_returns(tmp_path, monkeypatch, index_inte
             got = got.read()
         assert bytes(got) == bytes(want), (offset, max_bytes, min_one, upto)
     assert regions > 300
+
+
+def test_a_pinned_region_keeps_its_file_open_past_close(tmp_path):
+    """A FileRegion waiting to be sent pins its file (``FileHandle.use``): the log may close it
+    meanwhile (a topic deleted, a segment removed), and the region still reads the bytes; the
+    descriptor closes with the last region released, and only then."""
+    from storage.segment import FileHandle, FileRegion
+
+    path = tmp_path / "f"
+    path.write_bytes(b"0123456789" * 10)
+    fh = FileHandle(os.open(path, os.O_RDONLY))
+    a, b = FileRegion(fh, 10, 20, 0), FileRegion(fh, 50, 5, 0)
+    a.pin()
+    b.pin()
+    b.pin()  # once only
+    assert fh.users == 2
+    fh.close()
+    path.unlink()
+    assert fh.closed
+    os.fstat(fh.fd)  # still open
+    assert a.read() == b"0123456789" * 2 and a.read(3) == b"012" and b.read(100) == b"01234"
+    a.release()
+    a.release()  # once only
+    os.fstat(fh.fd)
+    b.release()
+    assert fh.users == 0
+    with pytest.raises(OSError):
+        os.fstat(fh.fd)
+    fh.close()  # closed already: nothing happens
+
+    fh2 = FileHandle(os.open(tmp_path, os.O_RDONLY))
+    fh2.close()  # no region: closed at once
+    with pytest.raises(OSError):
+        os.fstat(fh2.fd)

@@ -12,8 +12,9 @@ an acquired offset through the last; transaction markers are never acquired,
 and with the group config ``share.isolation.level=read_committed`` the read
 stops at the last stable offset and the batches of aborted transactions are
 not acquired either (the window moves past them). ``max_records`` bounds the records
-acquired in all, ``max_bytes`` the bytes read (at most ``PARTITION_READ_MAX``
-per partition and fetch). With nothing acquired the
+acquired in all, ``max_bytes`` (capped by the broker's ``fetch.max.bytes``, as
+Kafka caps it) the bytes read (at most ``PARTITION_READ_MAX`` per partition and
+fetch). With nothing acquired the
 request waits up to ``max_wait_ms`` for an append or a release on one of its
 partitions. An answer names only the partitions with records, errors or
 acknowledgement results (Kafka 4.4, the first answer of a session included);
@@ -129,7 +130,8 @@ def _fetch_partition(ctx, req, sp, part, member_id: str, budget: dict) -> tuple[
 def _fetch_all(ctx, req, session, member_id: str, acks: dict, unknown: list) -> tuple[list, int]:
     """The answer's topics, and how many records were acquired or partitions failed (0: nothing to say yet)."""
     manager = ctx.broker.share_partitions
-    budget = {"records": req.max_records if req.max_records > 0 else 2**31 - 1, "bytes": req.max_bytes if req.max_bytes > 0 else 0}
+    budget = {"records": req.max_records if req.max_records > 0 else 2**31 - 1,
+              "bytes": min(req.max_bytes, ctx.config.fetch_max_bytes) if req.max_bytes > 0 else 0}  # capped as Kafka caps it
     topics: dict = {}
     got = 0
     for topic_id, index in list(session.partitions) + unknown:

@@ -992,7 +992,13 @@ class KafkaConnection(asyncio.Protocol):
             self._pause(_STOP)
 
     def close(self) -> None:
-        if self.sending is not None and not self.closing:
+        sending = self.sending
+        if sending is not None and not self.closing:
+            if sum(part.size for part in sending if type(part) is FileRegion) > _PIECE:
+                # a client that is not taking its answer (the broker stopping, say): its records
+                # stay in the files, not read into memory for a transport that may never drain
+                self.abort()
+                return
             self._write_rest()  # the transport sends what it holds before it closes
         self.closing = True
         if self.transport is not None:

@@ -424,3 +424,36 @@ def test_fetch_max_bytes_caps_what_a_client_asks_for():
             broker.check_handler_errors()
 
     run("uvloop", main)
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_closing_a_connection_whose_answer_waits_in_files_does_not_read_them_into_memory(loop_kind):
+    """The broker stopping (or a connection closed for a bad request) while a client is not
+    taking an answer: more than a piece of it left in the files is dropped with the connection,
+    not read into memory for a transport that may never drain (a hundred such clients of 55 MiB
+    answers would be gigabytes at shutdown). A smaller rest is written before the close."""
+
+    async def main():
+        async with Broker() as broker:
+            await broker.create_topic("closing")
+            good = await Client.open(broker.port)
+            await produce(good, "closing", 60)  # about 3 MB
+            slow = await Client.open(broker.port, rcvbuf=4096)
+            conn = await server_side(broker, slow)
+            conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * KiB)
+            slow.writer.write(request_bytes(1, 12, fetch_body("closing", 4096 * KiB), corr=1))
+            await until(lambda: conn.sending is not None and conn.paused & _WRITE, what="the answer to wait for the client")
+            waiting = _regions(conn)
+            assert sum(r.size for r in waiting) > _PIECE
+            conn.close()
+            assert conn.closing and conn.sending is None and conn.sfd == -1 and broker.server.waiting_fds == 0
+            assert not any(r.pinned for r in waiting)
+            with pytest.raises(asyncio.IncompleteReadError):  # the answer is cut short by the close
+                await slow.read_frame()
+            await until(lambda: conn not in broker.server.connections, what="the broker to drop the connection")
+            await good.api_versions()
+            slow.close()
+            good.close()
+            broker.check_handler_errors()
+
+    run(loop_kind, main)

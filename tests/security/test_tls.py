@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.request_header.v2.header import RequestHeader
 
 from broker.security.certs import generate
@@ -258,3 +258,39 @@ def test_large_requests_over_tls(kafkalite_target):
         produced = raw.recv(0, 9, 7)
         assert produced.responses[0].partition_responses[0].error_code == ErrorCode.none
         assert raw.request(*API_VERSIONS).error_code == ErrorCode.none
+
+
+def test_large_fetches_over_tls_come_back_whole(target):
+    """Fetch answers of megabytes over TLS: kafkalite sends their records from the segment files
+    through the TLS transport 256 KiB at a time (server.py, "sending from files"). librdkafka reads
+    20 MB back with 8 MiB partition fetches, every record once and in order, as from Kafka."""
+    from confluent_kafka import TopicPartition
+
+    conf = {"bootstrap.servers": target.listeners["SSL"], "security.protocol": "SSL", "ssl.ca.location": str(target.certs.ca)}
+    topic = new_topic("fetch-tls")
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    count = 20_000
+    values = [hashlib.sha256(b"%d" % i).digest() * 32 for i in range(count)]  # 1 KiB each, all distinct
+    p = Producer({**conf, "linger.ms": 20, "batch.size": 1_000_000, "compression.type": "none"})
+    for i, v in enumerate(values):
+        while True:
+            try:
+                p.produce(topic, v, partition=i % 2)
+                break
+            except BufferError:
+                p.poll(0.01)
+    assert p.flush(60) == 0
+    c = Consumer({**conf, "group.id": f"g-{topic}", "enable.auto.commit": False,
+                  "fetch.max.bytes": 16 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024})
+    got: dict[int, list[bytes]] = {0: [], 1: []}
+    try:
+        c.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
+        deadline = time.monotonic() + 90
+        while sum(map(len, got.values())) < count and time.monotonic() < deadline:
+            for m in c.consume(10_000, 0.5):
+                if m.error() is None:
+                    got[m.partition()].append(m.value())
+    finally:
+        c.close()
+    assert got[0] == values[0::2] and got[1] == values[1::2]

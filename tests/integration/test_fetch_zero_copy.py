@@ -67,11 +67,38 @@ def check_records(records: bytes, first_offset: int) -> int:
     return n
 
 
+def fetch_frames(topic: str, offsets: list[int], max_bytes: int) -> bytes:
+    """Fetch requests (v12) for ``topic`` at each of ``offsets``, correlation ids 1, 2, ..., back to back."""
+    frames = []
+    for i, off in enumerate(offsets):
+        body = fetch_body(topic, max_bytes)
+        body["topics"][0]["partitions"][0]["fetch_offset"] = off
+        frames.append(request_bytes(1, 12, body, corr=i + 1))
+    return b"".join(frames)
+
+
 def decode_fetch(frame: bytes, version: int):
     cls = response_class(1, version)
     header, pos = decode(cls.__header_schema__, frame, 0)
     body, _ = decode(cls, frame, pos)
     return header.correlation_id, body
+
+
+async def answers_around_a_deletion(client, offsets: list[int], check) -> int:
+    """Read the answers to ``fetch_frames(..., offsets, ...)`` sent before their topic was deleted:
+    each either answered before the deletion (``check(offset, records)`` must hold) or after it
+    (UNKNOWN_TOPIC_OR_PARTITION). Returns how many were answered before it."""
+    whole = 0
+    for i, off in enumerate(offsets):
+        corr, resp = decode_fetch(await client.read_frame(), 12)
+        assert corr == i + 1
+        (part,) = resp.responses[0].partitions
+        if part.error_code == ErrorCode.none:
+            assert check(off, part.records)
+            whole += 1
+        else:
+            assert part.error_code == ErrorCode.unknown_topic_or_partition
+    return whole
 
 
 @pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
@@ -87,12 +114,7 @@ def test_unread_answers_arrive_whole_after_their_topic_is_deleted(loop_kind):
             bad = await Client.open(broker.port, rcvbuf=4096)
             n = 40  # each answer 256 KiB of records, from varying offsets
             offsets = [(i * 37) % 900 for i in range(n)]
-            frames = []
-            for i, off in enumerate(offsets):
-                body = fetch_body("gone", 256 * KiB)
-                body["topics"][0]["partitions"][0]["fetch_offset"] = off
-                frames.append(request_bytes(1, 12, body, corr=i + 1))
-            bad.writer.write(b"".join(frames))
+            bad.writer.write(fetch_frames("gone", offsets, 256 * KiB))
             conn = await server_side(broker, bad)
             await until(lambda: conn.paused & _WRITE, what="the broker to stop on the unread answers")
             # the bound of test_backpressure holds with answers made of views: one answer plus the high-water mark
@@ -101,18 +123,7 @@ def test_unread_answers_arrive_whole_after_their_topic_is_deleted(loop_kind):
             await broker.delete_topic("gone")  # segments unlinked, their descriptors closed
             assert plog.closed
 
-            got = 0
-            for i, off in enumerate(offsets):
-                frame = await bad.read_frame()
-                corr, resp = decode_fetch(frame, 12)
-                assert corr == i + 1
-                (part,) = resp.responses[0].partitions
-                if part.error_code == ErrorCode.none:  # answered before the deletion
-                    batch_start = off - off % PER_BATCH
-                    assert check_records(part.records, batch_start) > 0
-                    got += 1
-                else:  # read after it
-                    assert part.error_code == ErrorCode.unknown_topic_or_partition
+            got = await answers_around_a_deletion(bad, offsets, lambda off, records: check_records(records, off - off % PER_BATCH) > 0)
             assert got > 0, "no answer was held while the topic was deleted"
             await good.api_versions()
             await bad.api_versions()
@@ -165,12 +176,7 @@ def test_answers_sent_from_files_wait_for_the_client_and_hold_the_bytes_read_wou
             expected = {off: bytes(plog.read(off, 1024 * KiB)) for off in offsets}  # what a read gives
 
             slow = await Client.open(broker.port, rcvbuf=4096)
-            frames = []
-            for i, off in enumerate(offsets):
-                body = fetch_body("files", 1024 * KiB)
-                body["topics"][0]["partitions"][0]["fetch_offset"] = off
-                frames.append(request_bytes(1, 12, body, corr=i + 1))
-            slow.writer.write(b"".join(frames))
+            slow.writer.write(fetch_frames("files", offsets, 1024 * KiB))
             conn = await server_side(broker, slow)
             await until(lambda: conn.sending is not None and conn.paused & _WRITE, what="an answer to wait for the socket")
             waiting = _regions(conn)
@@ -211,25 +217,15 @@ def test_an_answer_sent_from_a_file_arrives_whole_after_its_topic_is_deleted(loo
             expected = bytes(plog.read(0, 1024 * KiB))
 
             slow = await Client.open(broker.port, rcvbuf=4096)
-            n = 8
-            slow.writer.write(b"".join(request_bytes(1, 12, fetch_body("gone", 1024 * KiB), corr=i + 1) for i in range(n)))
+            offsets = [0] * 8
+            slow.writer.write(fetch_frames("gone", offsets, 1024 * KiB))
             conn = await server_side(broker, slow)
             await until(lambda: conn.sending is not None and conn.paused & _WRITE, what="an answer to wait for the socket")
             assert _regions(conn)  # part of its records still to send from the file
             await broker.delete_topic("gone")  # segments unlinked, the log's descriptors closed
             assert plog.closed
 
-            whole = 0
-            for i in range(n):
-                corr, resp = decode_fetch(await slow.read_frame(), 12)
-                assert corr == i + 1
-                (part,) = resp.responses[0].partitions
-                if part.error_code == ErrorCode.none:  # answered before the deletion
-                    assert part.records == expected
-                    whole += 1
-                else:  # read after it
-                    assert part.error_code == ErrorCode.unknown_topic_or_partition
-            assert whole > 0
+            assert await answers_around_a_deletion(slow, offsets, lambda off, records: records == expected) > 0
             await slow.api_versions()
             slow.close()
             good.close()
@@ -324,12 +320,7 @@ def test_a_tls_client_that_does_not_read_holds_its_answers_in_the_files_even_pas
             assert all(len(e) > FILE_REGION_MIN for e in expected.values())
 
             slow = await Client.open(broker.port, rcvbuf=4096, tls=tls)
-            frames = []
-            for i, off in enumerate(offsets):
-                body = fetch_body("tls", 2048 * KiB)
-                body["topics"][0]["partitions"][0]["fetch_offset"] = off
-                frames.append(request_bytes(1, 12, body, corr=i + 1))
-            slow.writer.write(b"".join(frames))
+            slow.writer.write(fetch_frames("tls", offsets, 2048 * KiB))
             conn = await server_side(broker, slow)
             await until(lambda: conn.sending is not None and conn.paused & _WRITE, what="an answer to wait for the client")
             waiting = _regions(conn)
@@ -340,17 +331,7 @@ def test_a_tls_client_that_does_not_read_holds_its_answers_in_the_files_even_pas
             await broker.delete_topic("tls")  # segments unlinked, the log's files closed
             assert plog.closed and all(r.fh.closed for r in waiting)
 
-            whole = 0
-            for i, off in enumerate(offsets):
-                corr, resp = decode_fetch(await slow.read_frame(), 12)
-                assert corr == i + 1
-                (part,) = resp.responses[0].partitions
-                if part.error_code == ErrorCode.none:  # answered before the deletion
-                    assert part.records == expected[off]
-                    whole += 1
-                else:
-                    assert part.error_code == ErrorCode.unknown_topic_or_partition
-            assert whole > 0
+            assert await answers_around_a_deletion(slow, offsets, lambda off, records: records == expected[off]) > 0
             await until(lambda: conn.sending is None and not conn.paused, what="the connection to read again")
             assert all(not r.pinned and r.fh.users == 0 for r in waiting)
             await slow.api_versions()

@@ -636,7 +636,7 @@ class KafkaConnection(asyncio.Protocol):
     __slots__ = (
         "broker", "listener", "transport", "proto", "queue", "task", "waiter", "linger", "ctx", "paused", "closing", "draining",
         "held", "seen", "ip", "software", "client_id", "_peer", "_log", "held_out", "inflight", "answer_due", "settle_waiter",
-        "principal", "auth", "sasl", "expires", "lowat", "files", "sending", "sfd", "tpaused",
+        "principal", "auth", "sasl", "expires", "lowat", "files", "sending", "sfd", "tpaused", "doomed",
     )  # fmt: skip
 
     def __init__(self, broker: Broker, listener: Listener | None = None) -> None:
@@ -685,6 +685,9 @@ class KafkaConnection(asyncio.Protocol):
         self.sending: deque | None = None
         self.sfd = -1  # while watching: a duplicate of the socket's descriptor
         self.tpaused = False
+        # why the connection closes once the requests before a frame it could not use are
+        # answered (see data_received); None while the stream is good
+        self.doomed: str | None = None
 
     @property
     def peer(self) -> str:
@@ -749,7 +752,7 @@ class KafkaConnection(asyncio.Protocol):
                 self.auth = Authenticator(self, security, broker.scram)
 
     def data_received(self, data: bytes) -> None:
-        if self.closing:
+        if self.closing or self.doomed is not None:
             return
         if self.auth is not None:  # a SASL client that has not authenticated yet
             self._authenticate(data)
@@ -763,10 +766,19 @@ class KafkaConnection(asyncio.Protocol):
         try:
             events = proto.receive_data(data)
         except ProtocolError as exc:
-            self.log.warning("closing connection: protocol error", reason=str(exc))
-            self.close()
-            return
-        added = frames.buffered - before
+            events = exc.events
+            if not events:
+                self.log.warning("closing connection: protocol error", reason=str(exc))
+                self.close()
+                return
+            # the requests before the bad frame are answered first, then the connection closes
+            # (_run), as Kafka's broker, reading one request at a time, answers them before it
+            # reads the bad one; nothing more is read from it
+            self.doomed = str(exc)
+            self._pause(_STOP)
+            added = -before  # the decoder's buffer is dropped with the stream
+        else:
+            added = frames.buffered - before
         queue = self.queue
         if events:
             if self.expires is not None and self._session_over(events):
@@ -825,7 +837,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         self.seen = _now()
         self._resume(_WRITE)
-        if self.queue and self.task is None and not self.closing:
+        if (self.queue or self.doomed is not None) and self.task is None and not self.closing:
             self.task = self.broker.loop.create_task(self._run())
 
     def connection_lost(self, exc) -> None:
@@ -992,6 +1004,11 @@ class KafkaConnection(asyncio.Protocol):
             self._pause(_STOP)
 
     def close(self) -> None:
+        """Close once what was answered has been written: answers held for coalescing first (the
+        requests before one that closes the connection are answered, as by Kafka, which handles
+        one request at a time)."""
+        if self.held_out is not None and not self.closing:
+            self._send_held()
         sending = self.sending
         if sending is not None and not self.closing:
             if sum(part.size for part in sending if type(part) is FileRegion) > _PIECE:
@@ -1271,6 +1288,15 @@ class KafkaConnection(asyncio.Protocol):
                             else:
                                 self.transport.writelines(out)  # may call pause_writing
                 self.seen = _now()  # idle from here on (the sweep's clock)
+                if self.doomed is not None:  # the requests before a bad frame are answered: close
+                    if self.inflight:
+                        await self._settle()
+                    self._send_held()
+                    if self.paused & _WRITE:  # once the client has taken them (resume_writing)
+                        return
+                    self.log.warning("closing connection: protocol error", reason=self.doomed)
+                    self.close()
+                    return
                 if self.paused & _QUEUE:
                     self._resume(_QUEUE)
                 if self.draining or self.closing:

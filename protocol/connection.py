@@ -40,7 +40,11 @@ def request_header_version(api_key: int, api_version: int, flexible: bool) -> in
 
 
 class ProtocolError(Exception):
-    """The stream is unusable; close the connection."""
+    """The stream is unusable; close the connection. ``events``: what ``receive_data`` decoded
+    before the bad frame, in order: a broker that reads one request at a time (Kafka's) answers
+    those before it gets to the bad one, then closes."""
+
+    events: list = []  # noqa: RUF012 - set per raise by receive_data; the class value is never changed
 
 
 @dataclass(slots=True)
@@ -83,11 +87,27 @@ class ServerConnection:
         self._frames = FrameDecoder(max_frame_bytes)
 
     def receive_data(self, data: bytes) -> list[Request | UnsupportedVersion]:
+        """The requests completed by ``data``; raises ``ProtocolError`` at the first frame that
+        cannot be framed or decoded, with the events before it (``ProtocolError.events``)."""
         try:
             frames = self._frames.feed(data)
         except FrameError as exc:
-            raise ProtocolError(str(exc)) from exc
-        return [self.parse_frame(f) for f in frames]
+            failed = ProtocolError(str(exc))
+            failed.__cause__ = exc
+            frames = exc.frames
+        else:
+            failed = None
+        events = []
+        for frame in frames:
+            try:
+                events.append(self.parse_frame(frame))
+            except ProtocolError as exc:
+                exc.events = events
+                raise
+        if failed is not None:
+            failed.events = events
+            raise failed
+        return events
 
     def parse_frame(self, frame: bytes) -> Request | UnsupportedVersion:
         if len(frame) < 8:

@@ -29,7 +29,11 @@ _SIZE = struct.Struct(">i")
 
 
 class FrameError(Exception):
-    """The byte stream cannot be framed; the connection must be closed."""
+    """The byte stream cannot be framed; the connection must be closed. ``frames``: the frames
+    the same ``feed`` completed before the bad one, in order (the requests a broker that reads
+    one request at a time, as Kafka's does, would have answered before it got to the bad one)."""
+
+    frames: list = []  # noqa: RUF012 - set per raise by _refuse; the class value is never changed
 
 
 class FrameTooLarge(FrameError):
@@ -90,10 +94,8 @@ class FrameDecoder:
                 if end - pos < 4:
                     break
                 (need,) = _SIZE.unpack_from(buf, pos)
-                if need < 0:
-                    raise InvalidFrameSize(f"negative frame size {need}")
-                if need > self.max_frame_bytes:
-                    raise FrameTooLarge(f"frame of {need} bytes exceeds the maximum of {self.max_frame_bytes}")
+                if need < 0 or need > self.max_frame_bytes:
+                    raise _refuse(need, self.max_frame_bytes, frames)
                 self._need = need
                 pos += 4
             if end - pos < need:
@@ -123,10 +125,8 @@ class FrameDecoder:
         end = len(data)
         while end - pos >= 4:
             (need,) = _SIZE.unpack_from(data, pos)
-            if need < 0:
-                raise InvalidFrameSize(f"negative frame size {need}")
-            if need > self.max_frame_bytes:
-                raise FrameTooLarge(f"frame of {need} bytes exceeds the maximum of {self.max_frame_bytes}")
+            if need < 0 or need > self.max_frame_bytes:
+                raise _refuse(need, self.max_frame_bytes, frames)
             pos += 4
             if end - pos < need:
                 self._need = need
@@ -176,8 +176,22 @@ class FrameDecoder:
         frames = [pieces[0] if len(pieces) == 1 and type(pieces[0]) is bytes else b"".join(pieces)]
         pieces.clear()
         if rest:
-            frames += self.feed(rest)
+            try:
+                frames += self.feed(rest)
+            except FrameError as exc:
+                exc.frames = frames + exc.frames
+                raise
         return frames
+
+
+def _refuse(need: int, max_frame_bytes: int, frames: list) -> FrameError:
+    """The error for a frame announcing ``need`` bytes, carrying the frames before it."""
+    if need < 0:
+        exc: FrameError = InvalidFrameSize(f"negative frame size {need}")
+    else:
+        exc = FrameTooLarge(f"frame of {need} bytes exceeds the maximum of {max_frame_bytes}")
+    exc.frames = frames
+    return exc
 
 
 def encode_frame(*parts: bytes) -> bytes:

@@ -11,7 +11,7 @@ import struct
 import pytest
 from kio.schema.request_header.v2.header import RequestHeader as HeaderV2
 
-from protocol.codec import encode
+from protocol.codec import build, encode, request_class
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch
 from tests.raw import RawClient
@@ -49,6 +49,38 @@ def test_unknown_api_key_closes_connection(shared_broker, healthy):
     bad = RawClient(shared_broker.bootstrap)
     bad.send_frame(struct.pack(">hhi", 9999, 0, 7) + b"\x00\x00")
     assert bad.is_closed()
+
+
+BAD_FRAMES = {
+    "unknown-api": lambda: _framed(struct.pack(">hhi", 9999, 0, 9) + b"\x00\x00"),
+    "malformed-body": lambda: _framed(struct.pack(">hhi", 3, 12, 9) + b"\xff\xff\xff\xff"),
+    "negative-size": lambda: struct.pack(">i", -1) + b"abcd",
+}
+
+
+def _framed(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+@pytest.mark.parametrize("bad", list(BAD_FRAMES))
+def test_requests_pipelined_before_a_bad_frame_are_answered_then_the_connection_closes(shared_broker, healthy, bad):
+    """Kafka reads one request at a time, so it answers every request sent before an unusable
+    frame and closes when it reaches that frame; kafkalite gets them all in one read, and does
+    the same (a commit and a heartbeat pipelined among them included), never answering what
+    came after (tests/conformance: pipelined_requests_before_a_bad_frame)."""
+    c = RawClient(shared_broker.bootstrap)
+    frames = []
+    for corr, (key, version, body) in enumerate([(18, 3, {"client_software_name": "raw", "client_software_version": "1"}),
+                                                 (3, 12, {"topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}),
+                                                 (12, 4, {"group_id": "nobody", "generation_id": 1, "member_id": "m", "group_instance_id": None})], start=1):
+        cls = request_class(key, version)
+        frames.append(_framed(encode(HeaderV2(request_api_key=key, request_api_version=version, correlation_id=corr, client_id="raw")) + encode(build(cls, body))))
+    after = frames[0]  # never answered
+    c.sock.sendall(b"".join(frames) + BAD_FRAMES[bad]() + after)
+    got = []
+    while (frame := c.read_frame()) is not None:
+        got.append(struct.unpack_from(">i", frame)[0])
+    assert got == [1, 2, 3]
 
 
 def test_oversize_frame_is_refused_before_it_is_read(shared_broker, healthy):

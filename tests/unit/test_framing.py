@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from protocol.framing import LARGE_FRAME, FrameDecoder, FrameTooLarge, encode_frame
+from protocol.framing import LARGE_FRAME, FrameDecoder, FrameError, FrameTooLarge, encode_frame
 
 
 def _held(dec: FrameDecoder) -> int:
@@ -96,3 +96,22 @@ def test_a_frame_over_the_limit_is_refused_before_any_of_it_is_buffered():
     with pytest.raises(FrameTooLarge):
         dec.feed(struct.pack(">i", 1025))
     assert dec.buffered == 0
+
+
+@pytest.mark.parametrize("split", [None, 3, 7, LARGE_FRAME // 2])
+def test_the_frames_before_a_bad_size_come_with_the_error(split):
+    """A bad size prefix (negative, or over the limit) after whole frames: the error carries
+    the frames completed before it, in order, whatever pieces the bytes came in (a large frame
+    gathered piece by piece included)."""
+    good = [b"a" * 10, b"b" * (LARGE_FRAME + 5), b"c"]
+    for bad in (struct.pack(">i", -1), struct.pack(">i", 1 << 30)):
+        stream = b"".join(encode_frame(f) for f in good) + bad + b"zzzz"
+        dec = FrameDecoder(1 << 20)
+        got = []
+        with pytest.raises(FrameError) as err:
+            if split is None:
+                got += dec.feed(stream)
+            else:
+                for i in range(0, len(stream), split):
+                    got += dec.feed(stream[i : i + split])
+        assert got + err.value.frames == good

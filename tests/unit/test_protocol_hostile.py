@@ -316,3 +316,25 @@ def test_unknown_tags_inside_a_known_tagged_struct_are_stripped():
     assert (event.body.replica_state.replica_id, event.body.replica_state.replica_epoch) == (3, 4)
     end = codec.check(request_class(1, 16), frame, 15)
     assert end == len(frame)
+
+
+def test_the_requests_before_a_bad_frame_come_with_the_error():
+    """Good requests, then a frame that cannot be used (an unknown API key, a body that does not
+    decode, a bad size prefix): ``ProtocolError.events`` holds the requests before it, in order,
+    so the broker can answer them before it closes, as Kafka's does."""
+    api_versions = struct.pack(">hhih", 18, 0, 1, 1) + b"x"
+    metadata = struct.pack(">hhih", 3, 4, 2, 1) + b"x" + struct.pack(">i", -1) + b"\x00"
+    good = codec_frame(api_versions) + codec_frame(metadata)
+    for bad in (codec_frame(struct.pack(">hhih", 999, 0, 3, 1) + b"x"),  # unknown API key
+                codec_frame(struct.pack(">hhih", 3, 4, 3, 1) + b"x" + struct.pack(">i", 5)),  # 5 topics announced, none sent
+                struct.pack(">i", -7)):  # a negative size
+        with pytest.raises(ProtocolError) as err:
+            _conn().receive_data(good + bad + codec_frame(api_versions))
+        assert [(e.api_key, e.correlation_id) for e in err.value.events] == [(18, 1), (3, 2)]
+    with pytest.raises(ProtocolError) as err:  # the bad frame first: nothing before it
+        _conn().receive_data(struct.pack(">i", -7) + good)
+    assert err.value.events == []
+
+
+def codec_frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload

@@ -103,6 +103,37 @@ def unknown_api_key_closes(d: Driver):
 
 
 @scenario("data")
+def pipelined_requests_before_a_bad_frame(d: Driver):
+    """Requests sent back to back, then a frame the broker cannot use (an unknown API key, a body
+    that does not decode, a negative size), then one more: which are answered before the close."""
+    from kio.schema.request_header.v2.header import RequestHeader as HeaderV2
+
+    from protocol.codec import build, encode, request_class
+
+    def framed(payload: bytes) -> bytes:
+        return struct.pack(">i", len(payload)) + payload
+
+    bad_frames = {
+        "unknown-api": framed(struct.pack(">hhih", 999, 0, 9, 0)),
+        "malformed-body": framed(struct.pack(">hhih", METADATA, 12, 9, 0) + b"\x00\xff\xff\xff\xff"),
+        "negative-size": struct.pack(">i", -1) + b"abcd",
+    }
+    good = []
+    for corr, (key, version, body) in enumerate([
+            (API_VERSIONS, 3, {"client_software_name": "conformance", "client_software_version": "1"}),
+            (METADATA, 12, {"topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})], start=1):
+        header = HeaderV2(request_api_key=key, request_api_version=version, correlation_id=corr, client_id="conformance")
+        good.append(framed(encode(header) + encode(build(request_class(key, version), body))))
+    for label, bad in bad_frames.items():
+        c = d.fresh(label)
+        c.sock.sendall(b"".join(good) + bad + good[0])
+        answered = []
+        while c.ready(20) and (frame := c._read_frame()) is not None:
+            answered.append(struct.unpack_from(">i", frame)[0])
+        d.obs(label, answered=answered)
+
+
+@scenario("data")
 def removed_versions_close(d: Driver):
     """Versions removed in Kafka 4.0 (KIP-896) or never defined: the connection is closed, per API."""
     cases = [("offset-commit-v1", 8, 1), ("offset-fetch-v0", 9, 0), ("produce-v2", 0, 2), ("fetch-v3", 1, 3),

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import signal
 import statistics
 import subprocess
@@ -35,7 +34,7 @@ from pathlib import Path
 from . import group_scenarios as gs
 from .compare import loadavg, run_async
 from .procstat import cpu_split, oncpu_seconds
-from .spawn import Broker
+from .spawn import Broker, stop_all
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 120.0
@@ -109,9 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"(window {statistics.median(o['stable_ms'] for o in rounds):.1f} ms), new group "
                   f"{statistics.median(o['new_cpu_ms'] for o in rounds):.1f} ms (window {statistics.median(o['new_ms'] for o in rounds):.1f} ms)")
     finally:
-        for b in brokers.values():
-            b.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_all(brokers, tmp)
     return 0
 
 

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import tempfile
 from pathlib import Path
 
 from . import group_scenarios as gs
-from .spawn import Broker
+from .procstat import loadavg
+from .spawn import Broker, stop_all
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPIC, PARTITIONS = "commit-cost", 64
@@ -71,13 +71,10 @@ def main(argv: list[str] | None = None) -> int:
                     t, what = asyncio.run(_heartbeat_round(b.port, b.pid, f"{name}{r}", args)), "heartbeats"
                 else:
                     t, what = asyncio.run(_round(b.port, b.pid, r == 0, f"{name}{r}", args)), "commits"
-                load = Path("/proc/loadavg").read_text().split()[:3]
                 print(f"{name:5} round {r + 1}: {t.rps:,.0f} {what}/s, broker {t.broker_us_per_req:.1f} µs each "
-                      f"({t.broker_sys_s / t.requests * 1e6:.1f} µs in the kernel), errors {t.errors or 'none'}, load {' '.join(load)}", flush=True)
+                      f"({t.broker_sys_s / t.requests * 1e6:.1f} µs in the kernel), errors {t.errors or 'none'}, load {loadavg()}", flush=True)
     finally:
-        for b in brokers.values():
-            b.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_all(brokers, tmp)
     return 0
 
 

@@ -57,7 +57,7 @@ from tests.raw import RawClient  # imported here, not in the poller, so that no 
 
 from . import group_scenarios as gs
 from . import workload
-from .procstat import cpu_seconds, machine, peak_rss_mb, rss_mb
+from .procstat import cpu_seconds, loadavg, machine, peak_rss_mb, rss_mb
 from .spawn import ROOT, Broker
 
 KAFKALITE, KAFKA, KFAKE = "kafkalite", "Kafka", "kfake"
@@ -81,14 +81,6 @@ def say(msg: str) -> None:
 
 def perf() -> float:
     return time.perf_counter()
-
-
-def loadavg() -> str:
-    try:
-        with open("/proc/loadavg") as f:
-            return " ".join(f.read().split()[:3])
-    except OSError:
-        return "?"
 
 
 def run_async(coro):

@@ -42,7 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .procstat import cpu_seconds, rss_mb
+from .procstat import cpu_seconds, loadavg, rss_mb
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,11 +51,6 @@ def _raise_nofile() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-def loadavg() -> str:
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
 
 
 def fd_count(pid: int) -> int:

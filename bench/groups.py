@@ -40,7 +40,7 @@ from pathlib import Path
 from . import group_scenarios as gs
 from . import kip848_report as kr
 from . import kip848_scenarios as ks
-from .procstat import cpu_seconds, machine
+from .procstat import cpu_seconds, loadavg, machine
 from .spawn import ROOT, Broker
 
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -124,14 +124,6 @@ class Results:
 
 def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def loadavg() -> str:
-    try:
-        with open("/proc/loadavg") as f:
-            return " ".join(f.read().split()[:3])
-    except OSError:
-        return "?"
 
 
 def run_async(coro):

@@ -10,6 +10,15 @@ import resource
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
+def loadavg() -> str:
+    """The 1, 5 and 15 minute load averages, as /proc/loadavg gives them ("?" where there is none)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
 def cpu_split(pid: int) -> tuple[float, float]:
     """(utime, stime) of ``pid`` (all its threads), in seconds."""
     with open(f"/proc/{pid}/stat") as f:

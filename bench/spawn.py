@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 _STARTUP_MS = re.compile(r"startup_ms=([0-9.]+)")
+
+
+def stop_all(brokers: dict, tmp: Path) -> None:
+    """Stop every broker of a bench tool's run and remove its temporary directory."""
+    for b in brokers.values():
+        b.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 class Broker:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import shutil
 import statistics
 import tempfile
 import threading
@@ -30,7 +29,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .spawn import Broker
+from .spawn import Broker, stop_all
 
 PARTITIONS = 6
 QUIET = {"log_level": 3}
@@ -159,9 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             kafka = statistics.median(x["txns_s"] for x in results["kafka"])
             print(f"median transactions/s: kafkalite {lite:,.0f}, Kafka {kafka:,.0f}, kafkalite/Kafka {lite / kafka:.2f}")
     finally:
-        for b in brokers.values():
-            b.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_all(brokers, tmp)
     return 0
 
 

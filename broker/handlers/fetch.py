@@ -146,15 +146,12 @@ def _read(plan, max_bytes: int, committed: bool = False, files: bool = False):
             try:
                 limit = max(min(fp.partition_max_bytes, budget), 0)
                 lso = plog.last_stable_offset
-                if not files:
-                    data = plog.read(fp.fetch_offset, limit, min_one=total == 0, upto=lso if committed else None)
-                elif held < ANSWER_MEMORY:  # large reads from the file, small ones in memory
-                    if limit >= FILE_REGION_MIN:
-                        data = plog.read_region(fp.fetch_offset, limit, min_one=total == 0, upto=lso if committed else None)
-                    else:
-                        data = plog.read(fp.fetch_offset, limit, min_one=total == 0, upto=lso if committed else None)
-                else:  # the answer holds enough in memory: everything else from the file
-                    data = plog.read_region(fp.fetch_offset, limit, min_one=total == 0, upto=lso if committed else None, least=1)
+                upto = lso if committed else None
+                full = held >= ANSWER_MEMORY  # the answer holds enough in memory: everything else from the files
+                if files and (full or limit >= FILE_REGION_MIN):  # large reads from the file, small ones in memory
+                    data = plog.read_region(fp.fetch_offset, limit, min_one=total == 0, upto=upto, least=1 if full else None)
+                else:
+                    data = plog.read(fp.fetch_offset, limit, min_one=total == 0, upto=upto)
                 aborted = _aborted(plog, fp.fetch_offset, data) if committed else None
                 hw = plog.log_end_offset
                 log_start = plog.log_start_offset

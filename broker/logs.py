@@ -39,6 +39,34 @@ def configure(fmt: str = "console", level: str = "info") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
+    _bridge_stdlib(numeric)
+
+
+# the attributes every stdlib LogRecord has: the others are the fields its ``extra`` carried
+_RECORD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime", "taskName"}
+
+
+class _StdlibBridge(logging.Handler):
+    """Hands the stdlib ``logging`` records (storage/ logs through ``logging``: it may not import
+    broker/) to structlog, so they have a level, a time stamp and the JSON format like the rest:
+    the message is the event, the record's ``extra`` fields are its fields."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            fields = {k: v for k, v in record.__dict__.items() if k not in _RECORD_ATTRS}
+            if record.exc_info:
+                fields["exc_info"] = record.exc_info
+            structlog.get_logger(record.name).log(record.levelno, record.getMessage(), logger=record.name, **fields)
+        except Exception:  # noqa: BLE001 - logging must never raise
+            self.handleError(record)
+
+
+def _bridge_stdlib(level: int) -> None:
+    root = logging.getLogger()
+    for h in [h for h in root.handlers if isinstance(h, _StdlibBridge)]:
+        root.removeHandler(h)
+    root.addHandler(_StdlibBridge())
+    root.setLevel(level)
 
 
 def get_logger(name: str | None = None, **ctx):

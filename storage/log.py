@@ -153,6 +153,7 @@ class PartitionLog:
         self._pending_snaps: list[tuple[int, bytes, int]] = []
         self._txn_dirty: set[int] = set()
         self._txn_prune_below = 0
+        self.recovery_truncations: list = []
 
     @classmethod
     def open(cls, path: Path, config: LogConfig, *, clock: Callable[[], float] = time.time) -> PartitionLog:
@@ -175,6 +176,7 @@ class PartitionLog:
         self._clean_upto = r.log_start
         self._txn = r.txn
         self._txn_dirty = r.txn_dirty
+        self.recovery_truncations = r.truncations  # what recovery cut (moved aside): read by the coordinators
 
     def _write_log_start(self, offset: int) -> None:
         write_file_atomic(

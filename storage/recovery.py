@@ -6,9 +6,15 @@
    completes interrupted compaction swaps (``<base>-<end>.swap``) and removes
    index files that have no segment;
 2. opens the segments in offset order. The last one is fully CRC-validated
-   and truncated at the first torn/corrupt batch unless the previous shutdown
-   was clean (``clean-shutdown`` present). A segment that overlaps its
-   predecessor, and the segments after a corrupt non-last one, are dropped;
+   unless the previous shutdown was clean (``clean-shutdown`` present), as is
+   any segment whose index files are missing or do not match it, and every
+   segment of an internal topic (``checked_whole``). At the first torn or
+   corrupt batch the log is truncated, as Kafka does: the rest of that segment
+   and every later segment are dropped, as they are from a segment that
+   overlaps its predecessor on. Dropped bytes are moved aside
+   (``<segment>.log.corrupt-<time>``, storage/quarantine.py) and the cut is
+   logged as a WARNING naming the partition, the offsets and the bytes
+   (``cut_log``);
 3. derives the log end offset and the log start offset (``log-start-offset``);
 4. rebuilds the transactional state (``recover_txn``, see storage/txn.py): the
    open transactions from the newest valid ``.txnsnapshot`` at or below the
@@ -34,6 +40,7 @@ from protocol.records import HEADER_SIZE
 
 from .config import LogConfig
 from .index import write_file_atomic
+from .quarantine import Truncation, aside_path, readable_batches, save_range
 from .segment import LOG_SUFFIX, Segment, parse_segment_name, segment_name
 from .txn import (
     ENTRY_SIZE,
@@ -88,6 +95,7 @@ class Recovered:
     dir_dirty: bool  # a segment file was created (the directory needs an fsync)
     txn: TxnState  # open and aborted transactions
     txn_dirty: set[int]  # segments whose .txnindex could not be rewritten to match ``txn``
+    truncations: list[Truncation]  # what was cut from the log (moved aside), for its readers to report
 
 
 def recover(path: Path, config: LogConfig, now_ms: Callable[[], int]) -> Recovered:
@@ -117,26 +125,27 @@ def recover(path: Path, config: LogConfig, now_ms: Callable[[], int]) -> Recover
     if clean:
         _unlink(d / CLEAN_SHUTDOWN_FILE)
         _fsync_dir(d)
+    # internal topics (``__consumer_offsets``...) are replayed whole by their coordinators at
+    # start-up: every segment is checked, so that what they replay is what was written
+    whole = checked_whole(d.name)
     segs: list[Segment] = []
+    cuts: list[Truncation] = []
     for i, b in enumerate(bases):
         last = i == len(bases) - 1
-        seg, truncated = Segment.open(
-            d, b, cfg.segment_index_bytes, cfg.index_interval_bytes, full_scan=last and not clean
+        seg, valid = Segment.open(
+            d, b, cfg.segment_index_bytes, cfg.index_interval_bytes, full_scan=whole or (last and not clean)
         )
         if segs and seg.base_offset < segs[-1].next_offset:
-            log.warning("recovery: segment %s overlaps its predecessor; dropping it and later ones", seg.log_path)
             seg.fh.close()
-            for later in bases[i:]:
-                _delete_segment_files(d, later)
+            cuts.append(cut_log(d, segs[-1], None, bases[i:], "segment overlaps its predecessor", now_ms(), sync=cfg.fsync != "never"))
             break
+        if valid is not None:
+            cuts.append(cut_log(d, seg, valid, bases[i + 1:], "corrupt or torn batch", now_ms(), sync=cfg.fsync != "never"))
         segs.append(seg)
         if not seg.indexes_saved and not last:
             seg.seal()
             pending_seal.append(seg)
-        if truncated is not None and not last:
-            log.warning("recovery: corrupt segment %s was not the last; dropping later segments", seg.log_path)
-            for later in bases[i + 1:]:
-                _delete_segment_files(d, later)
+        if valid is not None:
             break
     stored_start = _read_log_start(d)
     if not segs:
@@ -160,7 +169,7 @@ def recover(path: Path, config: LogConfig, now_ms: Callable[[], int]) -> Recover
         txn, txn_dirty = recover_txn(d, segs, leo, sync=cfg.fsync != "never")
     else:
         txn, txn_dirty = TxnState(), set()
-    return Recovered(tuple(segs), log_start, leo, pending_seal, dir_dirty, txn, txn_dirty)
+    return Recovered(tuple(segs), log_start, leo, pending_seal, dir_dirty, txn, txn_dirty, cuts)
 
 
 def _complete_swap(d: Path, name: str) -> None:
@@ -183,9 +192,54 @@ def _complete_swap(d: Path, name: str) -> None:
     _fsync_dir(d)
 
 
-def _delete_segment_files(d: Path, base: int) -> None:
-    for suffix in (LOG_SUFFIX, ".index", ".timeindex", TXNINDEX_SUFFIX):
-        _unlink(d / (segment_name(base) + suffix))
+def checked_whole(dir_name: str) -> bool:
+    """Whether every segment of the partition directory ``dir_name`` is CRC-checked at every open,
+    not only the active one after an unclean shutdown: the internal topics' (their names start
+    with ``__``), which their coordinators replay whole at start-up."""
+    return dir_name.startswith("__")
+
+
+def cut_log(d: Path, seg: Segment, valid: int | None, later: list[int], reason: str, now: int, *, sync: bool) -> Truncation:
+    """Truncate the log of ``d`` after the first ``valid`` bytes of ``seg`` (all of it when None),
+    dropping the segments whose bases are ``later`` too, as Kafka does at the first invalid
+    batch; the bytes dropped are moved aside first (storage/quarantine.py), then the cut is
+    logged as a WARNING. ``seg`` describes its valid prefix already (Segment.open)."""
+    ranges: list[tuple[str, int, int]] = []
+    moved: list[Path] = []
+    if valid is not None and valid < seg.size:
+        dest = aside_path(d, seg.log_path.name, now)
+        save_range(seg.fh.fd, valid, seg.size, dest)
+        ranges.append((seg.log_path.name, valid, seg.size))
+        moved.append(dest)
+    for b in later:
+        src = d / (segment_name(b) + LOG_SUFFIX)
+        try:
+            size = src.stat().st_size
+        except FileNotFoundError:
+            continue
+        dest = aside_path(d, src.name, now)
+        os.rename(src, dest)
+        ranges.append((src.name, 0, size))
+        moved.append(dest)
+        for suffix in (".index", ".timeindex", TXNINDEX_SUFFIX):
+            _unlink(d / (segment_name(b) + suffix))
+    _fsync_dir(d)  # the copies and renames are durable before the segment loses the bytes
+    if valid is not None and valid < seg.size:
+        seg.fh.truncate(valid)
+        if sync:
+            seg.fh.fsync()
+        seg.size = valid
+        seg.flushed_size = valid
+    last_offset = None
+    batches = records = 0
+    for p in moved:
+        for hdr, _ in readable_batches(p):
+            batches += 1
+            records += hdr.records_count
+            last_offset = max(hdr.last_offset, last_offset if last_offset is not None else -1)
+    cut = Truncation(d, reason, seg.next_offset, last_offset, tuple(ranges), tuple(moved), batches, records)
+    log.warning("log truncated at recovery; the bytes dropped were moved aside", extra=cut.fields())
+    return cut
 
 
 def _read_log_start(d: Path) -> int | None:

@@ -321,7 +321,10 @@ class Segment:
         With ``full_scan`` (active segment, or missing/invalid index files) every
         batch is CRC-checked and the indexes are rebuilt.  Returns
         ``(segment, valid_length)``; ``valid_length`` is None when the file was
-        entirely valid, else the length it was truncated to.
+        entirely valid, else the length of its valid prefix: the segment's
+        metadata and indexes then describe that prefix, but the file is left as
+        it is (``size`` is still its length) for the caller to move the rest
+        aside and truncate (storage/recovery.py).
         """
         p = directory / (segment_name(base_offset) + LOG_SUFFIX)
         fd = os.open(p, os.O_RDWR | os.O_CLOEXEC)
@@ -334,12 +337,6 @@ class Segment:
             return seg, None
         valid = seg.rebuild(verify_crc=True)
         if valid < file_size:
-            log.warning(
-                "truncating corrupt/torn tail of %s: %d -> %d bytes", p, file_size, valid
-            )
-            seg.fh.truncate(valid)
-            seg.size = valid
-            seg.flushed_size = valid
             return seg, valid
         return seg, None
 
@@ -382,7 +379,9 @@ class Segment:
             return False
         self.next_offset = prev_next
         first = self.read_header_at(0)
-        if first is None:
+        # the first batch is read anyway: a damaged header there (its length, its magic) makes
+        # the segment be scanned whole, as after an unclean shutdown
+        if first is None or first.length < _MIN_BATCH_LENGTH or first.size > self.size or first.magic != 2:
             return False
         self.first_batch_time_ms = first.max_timestamp
         self.bytes_since_index = 0

@@ -303,6 +303,11 @@ def _groups(client, args) -> int:
             [[args.group, r["topic"], r["partition"], r["current_offset"], r["log_end_offset"], r["lag"], r["member_id"], r["host"], r["client_id"]]
              for r in lag["partitions"]],
         )
+        for r in lag["partitions"]:
+            if r["lag"] is not None and r["lag"] < 0:
+                print(f"Note: {r['topic']}-{r['partition']}: the committed offset {r['current_offset']} is past the log end "
+                      f"offset {r['log_end_offset']} (negative lag): records the group had consumed are no longer in the log "
+                      "(see docs/reliability.md).", file=sys.stderr)
         return 0
     if args.action == "delete":
         r = ops.delete_group(client, args.group)

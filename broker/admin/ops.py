@@ -367,14 +367,18 @@ def group_lag(client: AdminClient, group: str) -> dict:
                 "partition": tp[1],
                 "current_offset": current,
                 "log_end_offset": end,
-                "lag": None if current is None or end is None else max(end - current, 0),
+                # Kafka's kafka-consumer-groups.sh: end - committed, negative when the committed
+                # offset is past the log end (the log was truncated under it, docs/reliability.md)
+                "lag": None if current is None or end is None else end - current,
                 "member_id": member["member_id"] if member else None,
                 "host": member["host"] if member else None,
                 "client_id": member["client_id"] if member else None,
             }
         )
-    total = sum(r["lag"] for r in rows if r["lag"] is not None)
-    return {"group": group, "state": desc["state"], "type": desc["type"], "total_lag": total, "partitions": rows}
+    total = sum(r["lag"] for r in rows if r["lag"] is not None and r["lag"] > 0)
+    past_end = [r for r in rows if r["lag"] is not None and r["lag"] < 0]
+    return {"group": group, "state": desc["state"], "type": desc["type"], "total_lag": total,
+            "past_log_end": len(past_end), "partitions": rows}
 
 
 def delete_group(client: AdminClient, group: str) -> dict:

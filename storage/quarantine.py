@@ -131,6 +131,19 @@ def find_batches(buf: bytes) -> Iterator[tuple[int, BatchHeader]]:
         pos = q - MAGIC_OFFSET
 
 
+def framed_batches(path: Path, window: int = SEARCH_WINDOW) -> list[tuple[BatchHeader, bytes]]:
+    """The batches at the start of the file ``path`` whose framing is plausible, whatever their
+    CRC (the first of them is usually the batch recovery found damaged: its records may still
+    decode, or be garbled); [] if it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            buf = f.read(window)
+    except OSError:
+        return []
+    entries, _ = scan_valid_prefix(buf, verify_crc=False)
+    return [(hdr, buf[p:p + hdr.size]) for p, hdr in entries]
+
+
 def readable_batches(path: Path, window: int = SEARCH_WINDOW) -> list[tuple[BatchHeader, bytes]]:
     """The batches that still parse in the file ``path`` (searched as ``SEARCH_WINDOW`` says), in
     file order; [] if it cannot be read."""

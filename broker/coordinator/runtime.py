@@ -36,6 +36,7 @@ from protocol.records import build_end_txn_marker, build_key_value_batch, split_
 from ..cluster import AppendOrigin
 from .common import CoordinatorError, GroupConfig, Result
 from .loader import ShardLoader, finish
+from .lost import group_name, report_cuts
 from .shard import GroupShard
 
 LOADING, ACTIVE, FAILED = "loading", "active", "failed"
@@ -191,6 +192,8 @@ class ShardRuntime:
         t0 = time.perf_counter()
         self.state = LOADING
         plog = self.partition.log
+        if getattr(plog, "recovery_truncations", None):
+            report_cuts(plog, self.partition.topic, self.partition.index, "groups", group_name)
         shard = self.shard
         offset = plog.log_start_offset
         records = 0

@@ -32,6 +32,7 @@ from protocol.records import build_key_value_batch
 from protocol.share_records import SNAPSHOT, ShareKey, encode_key, encode_value
 
 from ..cluster import AppendOrigin
+from ..coordinator.lost import report_cuts, share_group
 from ..coordinator.placement import partition_for
 from ..logs import get_logger
 from ..txn.service import ACTIVE, FAILED, LOADING, check_active, load_all, replay_log
@@ -87,6 +88,8 @@ class ShareRuntime:
 
     async def load(self) -> None:
         self.state = LOADING
+        if getattr(self.partition.log, "recovery_truncations", None):
+            report_cuts(self.partition.log, self.partition.topic, self.partition.index, "share_groups", share_group)
         records = await replay_log(self.partition.log, self.shard.replay_bytes, _LOAD_CHUNK, with_offset=True)
         self.state = ACTIVE
         if records:

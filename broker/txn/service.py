@@ -33,6 +33,7 @@ from protocol.records import build_end_txn_marker, build_key_value_batch, iter_k
 
 from ..cluster import AppendOrigin
 from ..coordinator.common import CoordinatorError
+from ..coordinator.lost import report_cuts, transactional_id
 from ..coordinator.placement import partition_for
 from ..logs import get_logger
 from . import TXN_TOPIC
@@ -109,6 +110,8 @@ class TxnRuntime:
 
     async def load(self) -> None:
         self.state = LOADING
+        if getattr(self.partition.log, "recovery_truncations", None):
+            report_cuts(self.partition.log, self.partition.topic, self.partition.index, "transactional_ids", transactional_id)
         records = await replay_log(self.partition.log, self.shard.replay_bytes)
         self.state = ACTIVE
         for completion in self.shard.on_loaded(_now_ms()):

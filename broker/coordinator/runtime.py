@@ -193,7 +193,7 @@ class ShardRuntime:
         self.state = LOADING
         plog = self.partition.log
         if getattr(plog, "recovery_truncations", None):
-            report_cuts(plog, self.partition.topic, self.partition.index, "groups", group_name)
+            report_cuts(plog, "__consumer_offsets", self.partition.index, "groups", group_name)
         shard = self.shard
         offset = plog.log_start_offset
         records = 0

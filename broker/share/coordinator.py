@@ -89,7 +89,7 @@ class ShareRuntime:
     async def load(self) -> None:
         self.state = LOADING
         if getattr(self.partition.log, "recovery_truncations", None):
-            report_cuts(self.partition.log, self.partition.topic, self.partition.index, "share_groups", share_group)
+            report_cuts(self.partition.log, SHARE_STATE_TOPIC, self.partition.index, "share_groups", share_group)
         records = await replay_log(self.partition.log, self.shard.replay_bytes, _LOAD_CHUNK, with_offset=True)
         self.state = ACTIVE
         if records:

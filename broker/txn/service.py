@@ -111,7 +111,7 @@ class TxnRuntime:
     async def load(self) -> None:
         self.state = LOADING
         if getattr(self.partition.log, "recovery_truncations", None):
-            report_cuts(self.partition.log, self.partition.topic, self.partition.index, "transactional_ids", transactional_id)
+            report_cuts(self.partition.log, TXN_TOPIC, self.partition.index, "transactional_ids", transactional_id)
         records = await replay_log(self.partition.log, self.shard.replay_bytes)
         self.state = ACTIVE
         for completion in self.shard.on_loaded(_now_ms()):

@@ -31,12 +31,14 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.records import HEADER_SIZE
+from protocol.crc import crc32c
+from protocol.records import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, MAGIC, MAGIC_OFFSET, MIN_BATCH_LENGTH
 
 from .config import LogConfig
 from .index import write_file_atomic
@@ -59,6 +61,9 @@ from .txn import (
 
 # same logger as before the split out of log.py
 log = logging.getLogger("storage.log")
+
+_LEN = struct.Struct(">i")
+_CRC = struct.Struct(">I")
 
 LOG_START_FILE = "log-start-offset"
 CLEAN_SHUTDOWN_FILE = "clean-shutdown"
@@ -133,8 +138,11 @@ def recover(path: Path, config: LogConfig, now_ms: Callable[[], int]) -> Recover
     for i, b in enumerate(bases):
         last = i == len(bases) - 1
         seg, valid = Segment.open(
-            d, b, cfg.segment_index_bytes, cfg.index_interval_bytes, full_scan=whole or (last and not clean)
+            d, b, cfg.segment_index_bytes, cfg.index_interval_bytes, full_scan=last and not clean
         )
+        if whole and valid is None and seg.indexes_saved and not crcs_ok(seg):
+            valid = seg.rebuild(verify_crc=True)  # where the damage is, and the metadata of what precedes it
+            seg.indexes_saved = False
         if segs and seg.base_offset < segs[-1].next_offset:
             seg.fh.close()
             cuts.append(cut_log(d, segs[-1], None, bases[i:], "segment overlaps its predecessor", now_ms(), sync=cfg.fsync != "never"))
@@ -197,6 +205,37 @@ def checked_whole(dir_name: str) -> bool:
     not only the active one after an unclean shutdown: the internal topics' (their names start
     with ``__``), which their coordinators replay whole at start-up."""
     return dir_name.startswith("__")
+
+
+def crcs_ok(seg: Segment, window: int = 8 << 20) -> bool:
+    """Whether every batch of ``seg`` is framed right and has the right CRC (a lean pass, for a
+    segment whose indexes were loaded: nothing is rebuilt)."""
+    size = seg.size
+    pos = 0
+    while pos < size:
+        n = min(window, size - pos)
+        buf = seg.fh.pread(n, pos)
+        if len(buf) < HEADER_SIZE:
+            return False
+        mv = memoryview(buf)
+        p = 0
+        while p + HEADER_SIZE <= n:
+            length = _LEN.unpack_from(buf, p + 8)[0]
+            end = p + 12 + length
+            if length < MIN_BATCH_LENGTH or buf[p + MAGIC_OFFSET] != MAGIC:
+                return False
+            if end > n:
+                break
+            if crc32c(mv[p + ATTRIBUTES_OFFSET:end]) != _CRC.unpack_from(buf, p + CRC_OFFSET)[0]:
+                return False
+            p = end
+        if p == 0:  # one batch larger than the window: read it whole
+            if pos + 12 + length > size:
+                return False
+            window = 12 + length
+            continue
+        pos += p
+    return True
 
 
 def cut_log(d: Path, seg: Segment, valid: int | None, later: list[int], reason: str, now: int, *, sync: bool) -> Truncation:

@@ -271,3 +271,26 @@ def test_bytes_that_cannot_be_saved_are_not_dropped(tmp_path, monkeypatch):
         _open(path)
     assert seg.read_bytes() == damaged and not _aside(path)
     assert os.listdir(path)
+
+
+def test_dump_lists_the_damaged_batch_then_the_readable_ones(tmp_path):
+    """``python -m storage.dump`` on a moved-aside file: the damaged batch first (CRC BAD), then
+    every batch that still parses, with its records."""
+    import io
+
+    from storage.dump import dump
+
+    path = tmp_path / "t-0"
+    _fill(path, 4)
+    seg = _logs(path)[0]
+    positions = _positions(seg.read_bytes())
+    _flip(seg, positions[2] + 40, b"\xff")
+    _open(path)
+    [aside] = _aside(path)
+    out = io.StringIO()
+    assert dump(aside, records=True, search=True, out=out) == 2
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("position=0 base_offset=6 ") and "crc=BAD" in lines[0]
+    assert lines[1].startswith(f"position={positions[3] - positions[2]} base_offset=9 ") and "crc=ok" in lines[1]
+    assert [x.split()[0] for x in lines[2:5]] == ["offset=9", "offset=10", "offset=11"]
+    assert "value=b'v3-0'" in lines[2]

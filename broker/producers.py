@@ -11,6 +11,7 @@ Kafka's rules (ProducerStateManager / ProducerAppendInfo):
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -92,7 +93,16 @@ class ProducerStateTable:
         """
         self.entries.clear()
         for seg in list(plog.iter_segments())[-segments:]:
-            self._replay(seg.iter_headers())
+            try:
+                self._replay(seg.iter_headers())
+            except (ValueError, struct.error) as exc:  # a header damaged on disk in a segment trusted after a clean shutdown
+                from .logs import get_logger
+
+                get_logger("producers").warning(
+                    "damaged batch header: producer state rebuilt from the batches before it", segment=str(seg.log_path), error=str(exc),
+                    note="the log is not truncated (a clean shutdown trusts its segments, as Kafka does); a fetch there gets "
+                         "CORRUPT_MESSAGE (docs/recovery.md)",
+                )
 
     def _replay(self, headers) -> None:
         for _, h in headers:

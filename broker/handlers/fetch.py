@@ -39,6 +39,7 @@
 
 from __future__ import annotations
 
+import struct
 import time
 import uuid
 
@@ -60,6 +61,12 @@ READ_COMMITTED = 1
 
 def _ms(value) -> int:
     return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
+
+
+def _log():
+    from broker.logs import get_logger
+
+    return get_logger("fetch")
 
 
 def _partition_error(index: int, code: ErrorCode, part=None) -> dict:
@@ -161,6 +168,11 @@ def _read(plan, max_bytes: int, committed: bool = False, files: bool = False):
                 continue
             except LogClosedError:  # the topic was deleted under this request
                 out.append(_partition_error(fp.partition, ErrorCode.unknown_topic_or_partition, part))
+                errors = True
+                continue
+            except (ValueError, struct.error) as exc:  # a batch damaged on disk (a segment trusted after a clean shutdown)
+                _log().warning("fetch found a damaged batch", topic=part.topic, partition=fp.partition, offset=fp.fetch_offset, error=str(exc))
+                out.append(_partition_error(fp.partition, ErrorCode.corrupt_message, part))  # Kafka: CorruptRecordException
                 errors = True
                 continue
             if data:  # bytes, a memoryview of the pread buffer or a FileRegion: handed to the encoder as is

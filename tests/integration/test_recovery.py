@@ -156,3 +156,50 @@ def test_damaged_offsets_and_user_segments_after_a_stop(tmp_path):
         assert "past the log end" in err
     finally:
         b.stop()
+
+
+def test_damage_in_a_cleanly_closed_user_segment_is_a_corrupt_message_error(tmp_path):
+    """After a clean shutdown a user topic's segments are trusted past their first header (as in
+    Kafka): a fetch that walks into a damaged batch header gets CORRUPT_MESSAGE for the
+    partition, as Kafka's CorruptRecordException gives, and the connection and broker go on."""
+    from tests.raw import RawClient
+
+    b = BrokerProcess(tmp_path, "--log-format", "json")
+    b.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic("trusted", 1, 1, config={"index.interval.bytes": "100"})])["trusted"].result(30)
+        p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 0})
+        for i in range(RECORDS):
+            p.produce("trusted", b"v%d" % i)
+            p.flush(30)
+        del p, admin
+    finally:
+        b.stop()
+    [seg] = sorted((tmp_path / "trusted-0").glob("*.log"))
+    pos = _batch_positions(seg.read_bytes())[10]
+    with open(seg, "r+b") as f:
+        f.seek(pos + 8)
+        f.write(b"\x00\x00\x00\x01")  # batch 10's length: below a header's
+    start = len(b.stderr_lines)
+    b.start()
+    try:
+        client = RawClient(b.bootstrap)
+        body = {
+            "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": "trusted", "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 11, "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+        }
+        [part] = client.request(1, 12, body).responses[0].partitions
+        assert part.error_code == 2  # CORRUPT_MESSAGE
+        body["topics"][0]["partitions"][0]["fetch_offset"] = 0
+        [part] = client.request(1, 12, body).responses[0].partitions
+        assert part.error_code == 0 and part.high_watermark == RECORDS  # the connection goes on
+        client.close()
+        lines = _json_lines(b, start)
+        assert any(e.get("event") == "fetch found a damaged batch" and e["partition"] == 0 for e in lines)
+        # the start walked the last segments' headers for the producers' state: it said what it found
+        assert any(e.get("event", "").startswith("damaged batch header") and e["level"] == "warning" for e in lines)
+        assert not any(e.get("event", "").startswith("log truncated") for e in lines)
+    finally:
+        b.stop()

@@ -21,6 +21,9 @@ On-disk layout of a partition directory::
                                      the tail after the last index entry is re-read);
                                      otherwise it is fully CRC-validated and truncated
                                      at the first torn/corrupt batch
+    <base>.log.corrupt-<UTC time>    bytes recovery cut from the log, moved aside
+                                     (recovery.py, quarantine.py): never read again,
+                                     not a segment; deleted with the partition
 
 Transactions (txn.py): a partition knows its open transactions, its last
 stable offset (``last_stable_offset``) and its aborted transactions

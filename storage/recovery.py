@@ -8,7 +8,7 @@
 2. opens the segments in offset order. The last one is fully CRC-validated
    unless the previous shutdown was clean (``clean-shutdown`` present), as is
    any segment whose index files are missing or do not match it, and every
-   segment of an internal topic (``checked_whole``). At the first torn or
+   segment of a coordinator topic (``checked_whole``). At the first torn or
    corrupt batch the log is truncated, as Kafka does: the rest of that segment
    and every later segment are dropped, as they are from a segment that
    overlaps its predecessor on. Dropped bytes are moved aside
@@ -130,8 +130,8 @@ def recover(path: Path, config: LogConfig, now_ms: Callable[[], int]) -> Recover
     if clean:
         _unlink(d / CLEAN_SHUTDOWN_FILE)
         _fsync_dir(d)
-    # internal topics (``__consumer_offsets``...) are replayed whole by their coordinators at
-    # start-up: every segment is checked, so that what they replay is what was written
+    # the coordinator topics (``__consumer_offsets``...) are replayed whole at start-up: every
+    # segment is checked, so that what is replayed is what was written
     whole = checked_whole(d.name)
     segs: list[Segment] = []
     cuts: list[Truncation] = []
@@ -200,11 +200,15 @@ def _complete_swap(d: Path, name: str) -> None:
     _fsync_dir(d)
 
 
+# Kafka's internal topics that a coordinator replays whole at start-up
+COORDINATOR_TOPICS = ("__consumer_offsets", "__transaction_state", "__share_group_state")
+
+
 def checked_whole(dir_name: str) -> bool:
     """Whether every segment of the partition directory ``dir_name`` is CRC-checked at every open,
-    not only the active one after an unclean shutdown: the internal topics' (their names start
-    with ``__``), which their coordinators replay whole at start-up."""
-    return dir_name.startswith("__")
+    not only the active one after an unclean shutdown: a coordinator topic's (its coordinator
+    replays it whole at start-up, so what it replays must be what was written)."""
+    return dir_name.rpartition("-")[0] in COORDINATOR_TOPICS
 
 
 def crcs_ok(seg: Segment, window: int = 8 << 20) -> bool:

@@ -214,9 +214,10 @@ def test_overlapping_segment_is_moved_aside_with_the_later_ones(tmp_path, caplog
 
 
 def test_internal_topic_is_checked_whole_after_a_clean_shutdown(tmp_path, caplog_storage):
-    """A user topic trusts a cleanly closed segment (as Kafka); ``__`` topics are replayed whole
-    by their coordinators, so every batch's CRC is checked at every open."""
-    for name, checked in (("__consumer_offsets-7", True), ("user-0", False)):
+    """A user topic trusts a cleanly closed segment (as Kafka); the coordinator topics are replayed
+    whole at start-up, so every batch's CRC is checked at every open."""
+    for name, checked in (("__consumer_offsets-7", True), ("__transaction_state-0", True), ("__share_group_state-3", True),
+                          ("__kafkalite_group_events-0", False), ("user-0", False)):
         path = tmp_path / name
         plog = _fill(path, index_interval_bytes=256)
         plog.close()

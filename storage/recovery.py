@@ -143,6 +143,8 @@ def recover(path: Path, config: LogConfig, now_ms: Callable[[], int]) -> Recover
         if whole and valid is None and seg.indexes_saved and not crcs_ok(seg):
             valid = seg.rebuild(verify_crc=True)  # where the damage is, and the metadata of what precedes it
             seg.indexes_saved = False
+            if valid >= seg.size:  # the scan found nothing wrong after all: nothing to cut
+                valid = None
         if segs and seg.base_offset < segs[-1].next_offset:
             seg.fh.close()
             cuts.append(cut_log(d, segs[-1], None, bases[i:], "segment overlaps its predecessor", now_ms(), sync=cfg.fsync != "never"))

@@ -85,6 +85,7 @@ class ChurnConfig:
     settle_quiet: float = 5.0  # the group counts as settled after this long without a change
     consumer_heartbeat_ms: int = 1_000  # group.consumer.heartbeat.interval.ms (broker side)
     consumer_session_ms: int = 10_000  # group.consumer.session.timeout.ms (broker side)
+    classic_session_ms: int = CLASSIC_SESSION_MS  # session.timeout.ms of the classic members (client side)
     hog: int = 0  # busy-loop processes during the churn
     hog_through_settle: bool = False
     loop_stall: str | None = None  # "MS:EVERY_MS", kafkalite only
@@ -142,7 +143,7 @@ def _child_main(spec: dict) -> int:
         conf.update({
             "group.protocol": "classic",
             "partition.assignment.strategy": "cooperative-sticky",
-            "session.timeout.ms": CLASSIC_SESSION_MS,
+            "session.timeout.ms": spec.get("classic_session_ms", CLASSIC_SESSION_MS),
             "heartbeat.interval.ms": CLASSIC_HEARTBEAT_MS,
         })
     else:
@@ -427,14 +428,14 @@ def _install_trace(path: str) -> None:
     assigned_at: dict = {}
     real_set_current = consumer_group.ConsumerGroup.set_current
 
-    def set_current(self, member, epoch, previous, state, assigned, pending):
+    def set_current(self, member, epoch, previous, state, assigned, pending, *rest):
         before = {(t, p) for t, ps in member.assigned.items() for p in ps}
         after = {(t, p) for t, ps in assigned.items() for p in ps}
         for t, p in before - after:
             assigned_at.pop((self.group_id, member.member_id, t, p), None)
         for t, p in after - before:
             assigned_at[(self.group_id, member.member_id, t, p)] = epoch
-        return real_set_current(self, member, epoch, previous, state, assigned, pending)
+        return real_set_current(self, member, epoch, previous, state, assigned, pending, *rest)
 
     consumer_group.ConsumerGroup.set_current = set_current
     real_remove = consumer_group.ConsumerGroup.remove_member
@@ -578,7 +579,8 @@ class Churn:
     def spawn(self) -> Member:
         i = self.next_id
         self.next_id += 1
-        spec = {"bootstrap": self.bootstrap, "topic": self.topic, "group": self.group, "protocol": self.cfg.protocol, "id": i}
+        spec = {"bootstrap": self.bootstrap, "topic": self.topic, "group": self.group, "protocol": self.cfg.protocol, "id": i,
+                "classic_session_ms": self.cfg.classic_session_ms}
         proc = subprocess.Popen(
             [sys.executable, "-m", "bench.churn", "--child", json.dumps(spec)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.child_log,
@@ -1056,6 +1058,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settle", type=float, default=d.settle)
     ap.add_argument("--consumer-heartbeat-ms", type=int, default=d.consumer_heartbeat_ms)
     ap.add_argument("--consumer-session-ms", type=int, default=d.consumer_session_ms)
+    ap.add_argument("--classic-session-ms", type=int, default=d.classic_session_ms, help="session.timeout.ms of the classic members")
     ap.add_argument("--hog", type=int, default=0, help="busy-loop processes while the churn runs")
     ap.add_argument("--hog-through-settle", action="store_true")
     ap.add_argument("--loop-stall", help="MS:EVERY_MS: block kafkalite's event loop (kafkalite only)")
@@ -1072,7 +1075,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = ChurnConfig(
         broker=a.broker, protocol=a.protocol, members=a.members, seconds=a.seconds, partitions=a.partitions,
         seed=a.seed, action_interval=a.action_interval, produce_rate=a.produce_rate, settle=a.settle,
-        consumer_heartbeat_ms=a.consumer_heartbeat_ms, consumer_session_ms=a.consumer_session_ms,
+        consumer_heartbeat_ms=a.consumer_heartbeat_ms, consumer_session_ms=a.consumer_session_ms, classic_session_ms=a.classic_session_ms,
         hog=a.hog, pause=a.pause, hog_through_settle=a.hog_through_settle, loop_stall=a.loop_stall, loop_monitor=a.loop_monitor, trace=a.trace, no_loop_watch=a.no_loop_watch, bootstrap=a.bootstrap,
         work_dir=a.work_dir, kafka_debug_log=a.kafka_debug_log,
     )

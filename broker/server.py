@@ -84,6 +84,7 @@ from storage.segment import FileRegion
 from .cluster import Cluster
 from .config import INT_MAX, BrokerConfig, per_ip_overrides
 from . import diagnostics, memory
+from .coordinator.arrivals import LIVENESS_APIS
 from .coordinator.service import GroupCoordinator
 from .handlers import HANDLERS, PIPELINED, RequestContext, supported_versions
 from .listeners import Listener
@@ -146,6 +147,7 @@ class Broker:
         group_config = config.group_config()
         group_config.group_overrides = self.cluster.group_configs  # AlterConfigs' per-group configs, read on each use
         self.coordinator = GroupCoordinator(self.cluster, group_config, fsync_always=config.fsync == "always")
+        self.arrivals = self.coordinator.arrivals
         # the transaction coordinator (broker/txn/): made, and its modules imported, by the first
         # request that needs it (InitProducerId, FindCoordinator ...), or at start when __transaction_state exists
         self._transactions = None
@@ -783,9 +785,12 @@ class KafkaConnection(asyncio.Protocol):
         if events:
             if self.expires is not None and self._session_over(events):
                 return
+            arrivals = broker.arrivals
             for event in events:
                 if type(event) is Request:
                     added += event.size + 4
+                    if event.api_key in LIVENESS_APIS:
+                        arrivals.arrived(event)  # evidence of life before the handler runs
             if queue is None:  # kept only while the connection is busy
                 queue = self.queue = deque(events)
             else:
@@ -865,6 +870,11 @@ class KafkaConnection(asyncio.Protocol):
         broker.request_bytes -= held
         broker.trim_due += held + _CONN_FREED
         self.proto = None
+        queue = self.queue
+        if queue:
+            for event in queue:
+                if type(event) is Request and event.api_key in LIVENESS_APIS:
+                    broker.arrivals.started(event)  # never handled: no longer evidence of life
         self.queue = None
         self.ctx = None
         self.held_out = None
@@ -1230,6 +1240,8 @@ class KafkaConnection(asyncio.Protocol):
                             await self._settle()
                             if self.closing:
                                 return
+                        if event.api_key in LIVENESS_APIS:
+                            broker.arrivals.started(event)
                         out = self._start(event)
                         if out is _STARTED:
                             continue
@@ -1238,6 +1250,8 @@ class KafkaConnection(asyncio.Protocol):
                             await self._settle()  # any other request waits until the pipelined ones are answered
                             if self.closing:
                                 return
+                        if type(event) is Request and event.api_key in LIVENESS_APIS:
+                            broker.arrivals.started(event)
                         out = await self._dispatch(event)
                     if self.closing:  # connection_lost has given back what it held
                         return

@@ -293,7 +293,7 @@ def test_per_ip_overrides_must_be_addresses_with_counts(value):
 # ---------------------------------------------------------------- request memory, broker-wide
 
 
-async def test_queued_max_request_bytes_pauses_reading_and_resumes():
+async def test_queued_max_request_bytes_holds_back_large_frames_and_still_reads_small_requests():
     limit = 256 * KiB
     settings = {"queued.max.request.bytes": limit, "socket.request.max.bytes": MiB}
     async with Broker(settings=settings) as broker:
@@ -303,21 +303,30 @@ async def test_queued_max_request_bytes_pauses_reading_and_resumes():
         sender.writer.write(big[: 400 * KiB])
         await until(lambda: server.pool_full, what="the limit to be reached")
 
-        waiting = await Client.open(broker.port)
-        conn = await server_side(broker, waiting)
-        waiting.writer.write(api_versions(corr=9))
-        await until(lambda: unread(conn) > 0, what="the request to reach the broker's socket")
-        assert conn.paused & _POOL and conn.held == 0, "a new request is read past the limit"
+        # a second large frame is not read past the limit: one read of it at most
+        other = await Client.open(broker.port)
+        other_conn = await server_side(broker, other)
+        other_big = api_versions(corr=8, pad=900 * KiB)
+        other.writer.write(other_big[: 800 * KiB])
+        await until(lambda: other_conn.held > 0 and unread(other_conn) > 0, what="the large frame to reach the broker")
+        assert other_conn.paused & _POOL and other_conn.held <= 256 * KiB, other_conn.held
+
+        # a small request on another connection is read and answered while the pool is full
+        small = await Client.open(broker.port)
+        await small.api_versions()
+        await small.request(3, 9, {"topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        assert server.pool_full and other_conn.paused & _POOL
 
         sender.writer.write(big[400 * KiB :])  # the frame in progress may finish
         corr, body = await sender.response(18, 3)
         assert (corr, body.error_code) == (7, ErrorCode.none)
-        corr, body = await waiting.response(18, 3)  # and then the others are read again
-        assert (corr, body.error_code) == (9, ErrorCode.none)
-        assert not server.pool_full and not conn.paused
+        other.writer.write(other_big[800 * KiB :])  # and then the held-back one gets its turn
+        corr, body = await other.response(18, 3)
+        assert (corr, body.error_code) == (8, ErrorCode.none)
+        await until(lambda: not server.pool_full and not other_conn.paused, what="reading to resume")
         await until(lambda: server.request_bytes == 0, what="every request byte to be given back")
-        sender.close()
-        waiting.close()
+        for c in (sender, other, small):
+            c.close()
 
 
 async def test_frames_in_progress_past_the_limit_all_complete_and_memory_stays_capped():
@@ -365,8 +374,9 @@ async def test_clients_that_leave_while_not_read_from_give_their_bytes_back():
         # the limit and the one frame past it are taken: nobody is read from now
         await until(lambda: server.request_bytes >= server.request_bytes_cap and server.pool_exempt is None, what="the cap")
         assert server.request_bytes <= server.request_bytes_cap + 256 * KiB
-        conns = [await server_side(broker, c) for c in (*liars, idle)]
+        conns = [await server_side(broker, c) for c in liars]
         assert all(c.paused & _POOL for c in conns)
+        await idle.api_versions()  # small requests are still read
         for c in liars:  # they reset their connections; the broker reads nothing, so it must ask the kernel
             c.writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             c.writer.transport.abort()

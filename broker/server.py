@@ -28,11 +28,17 @@ Memory is bounded on both sides of a connection:
   waits is the file's descriptor, not its bytes.
 - requests, broker-wide: every connection counts the bytes it holds for
   requests (frames being received and requests queued or in flight); past
-  ``queued.max.request.bytes`` in all, no connection is read from, except one
-  in the middle of a frame (the one furthest into its frame, rotated if it
-  stalls) so that the broker can finish a request, until the total falls to
-  three quarters of the limit; and none at all past the limit plus one
-  largest frame (``request_bytes_cap``).
+  ``queued.max.request.bytes`` in all (``pool_full``), no connection in the
+  middle of a large frame (``LARGE_FRAME``, 64 KiB, or more) is read from,
+  except one (the one furthest into its frame, rotated if it stalls) so that
+  the broker can finish a request, until the total falls to three quarters
+  of the limit. The exempt one stops at the limit plus one largest frame
+  (``request_bytes_cap``). The others go on being read, so small requests
+  (metadata, heartbeats, commits, fetches) are still answered while large
+  frames wait; one that starts a large frame is held back after that read.
+  Past ``request_bytes_cap`` plus a reserve for those small requests
+  (``request_bytes_hard``) no connection at all is read from
+  (``pool_capped``) until the total is half a reserve below it again.
 
 One periodic sweep (not a timer per connection) closes connections that sent
 no complete request for ``connections.max.idle.ms``, ends the tasks of
@@ -104,6 +110,8 @@ _WRITE_LOW = 256 * 1024
 _QUEUE = 1  # requests waiting: _MAX_QUEUED of them, or socket.request.max.bytes
 _WRITE = 2  # answers not read by the client: above the write high-water mark
 _POOL = 4  # queued.max.request.bytes reached, broker-wide
+# at least this much room for small requests past request_bytes_cap (Broker.request_bytes_hard)
+_SMALL_RESERVE = 1024 * 1024
 _STOP = 8  # the broker is stopping
 # memory handed back to the OS once this much in large buffers was freed and the churn stopped
 _TRIM_BYTES = 8 * 1024 * 1024
@@ -200,7 +208,12 @@ class Broker:
         self.request_bytes_resume = self.request_bytes_limit - self.request_bytes_limit // 4
         # past the limit one connection may finish its frame, but nothing may take the total past this
         self.request_bytes_cap = self.request_bytes_limit + config.max_frame_bytes
+        # and the others' small requests have this much more before nothing is read at all
+        reserve = max(self.request_bytes_limit // 8, _SMALL_RESERVE)
+        self.request_bytes_hard = self.request_bytes_cap + reserve
+        self.request_bytes_unhard = self.request_bytes_hard - reserve // 2
         self.pool_full = False
+        self.pool_capped = False
         self.pool_exempt: KafkaConnection | None = None
         self.pool_episodes = 0
         self._exempt_mark = -1
@@ -480,20 +493,46 @@ class Broker:
 
     # -- request memory (queued.max.request.bytes) ---------------------------
     def _pool_over(self, conn: KafkaConnection, completed: bool) -> None:
-        """``conn`` took the broker to or past the limit."""
+        """``conn`` took the broker to or past the limit: hold back the connections in the
+        middle of a large frame, but one; past ``request_bytes_hard``, every connection."""
+        large = conn.in_large_frame
         if not self.pool_full:
             self.pool_full = True
             self.pool_episodes += 1
             for c in self.connections:
-                c._pause(_POOL)
+                if c.in_large_frame:
+                    c._pause(_POOL)
             self._pick_exempt()
         elif conn is self.pool_exempt:
             if completed or self.request_bytes >= self.request_bytes_cap:  # its frame is in, or it holds too much
                 self.pool_exempt = None
-                conn._pause(_POOL)
+                if large:
+                    conn._pause(_POOL)
                 self._pick_exempt()
-        else:
+        elif large:
             conn._pause(_POOL)
+        if self.request_bytes >= self.request_bytes_hard and not self.pool_capped:
+            self.pool_capped = True
+            self.pool_exempt = None
+            for c in self.connections:
+                c._pause(_POOL)
+
+    def _pool_uncap(self) -> None:
+        """Half a reserve below ``request_bytes_hard`` again: read small requests again."""
+        self.pool_capped = False
+        for c in self.connections:
+            if not c.in_large_frame:
+                c._resume(_POOL)
+        if self.pool_exempt is None:
+            self._pick_exempt()
+
+    def pool_released(self) -> None:
+        """Request bytes were given back while the pool is full."""
+        total = self.request_bytes
+        if total < self.request_bytes_resume:
+            self._pool_clear()
+        elif self.pool_capped and total < self.request_bytes_unhard:
+            self._pool_uncap()
 
     def _pick_exempt(self) -> None:
         """Let the connection furthest into a frame (and held back by nothing else) finish it."""
@@ -506,7 +545,7 @@ class Broker:
             for c in self.connections:
                 if c.paused == _POOL and c.proto is not None and c not in skip:
                     frames = c.proto._frames
-                    if frames.in_frame and frames.buffered > most:
+                    if frames.in_large_frame and frames.buffered > most:
                         best, most = c, frames.buffered
             if best is not None or not skip or attempt:
                 break
@@ -519,6 +558,7 @@ class Broker:
     def _pool_clear(self) -> None:
         """Back under the resume mark: read from everyone again."""
         self.pool_full = False
+        self.pool_capped = False
         self.pool_exempt = None
         self._exempt_skip.clear()
         for c in self.connections:
@@ -723,6 +763,16 @@ class KafkaConnection(asyncio.Protocol):
     def reading(self) -> bool:
         return not self.paused
 
+    @property
+    def in_large_frame(self) -> bool:
+        """Part of a frame of ``LARGE_FRAME`` bytes or more is here, the rest still to come."""
+        proto = self.proto
+        return proto is not None and proto._frames.in_large_frame
+
+    def _hold(self) -> None:
+        if self.paused and not self.closing:
+            self.transport.pause_reading()
+
     # -- asyncio.Protocol -------------------------------------------------
     def connection_made(self, transport, admitted: bool = False) -> None:
         """``admitted``: counted in already, at accept (a TLS connection, after its handshake)."""
@@ -737,8 +787,10 @@ class KafkaConnection(asyncio.Protocol):
         broker.connections.add(self)
         if broker.metrics is not None:
             broker.metrics.connection_opened(self)
-        if broker.pool_full:
+        if broker.pool_capped:
             self._pause(_POOL)
+            # uvloop starts reading once connection_made has returned, whatever it was told here
+            broker.loop.call_soon(self._hold)
         listener = self.listener
         security = listener.security if listener is not None else None
         if security is not None:  # a listener with TLS or SASL (modules imported only then)
@@ -885,8 +937,8 @@ class KafkaConnection(asyncio.Protocol):
             if broker.pool_full:
                 broker._pick_exempt()
         broker._exempt_skip.discard(self)
-        if broker.pool_full and broker.request_bytes < broker.request_bytes_resume:
-            broker._pool_clear()
+        if broker.pool_full:
+            broker.pool_released()
 
     # -- SASL -------------------------------------------------------------
     def _authenticate(self, data: bytes) -> None:
@@ -1204,8 +1256,8 @@ class KafkaConnection(asyncio.Protocol):
     def _released(self, n: int) -> None:
         """A request of ``n`` bytes was handled (the uncommon cases: large, or the pool full)."""
         broker = self.broker
-        if broker.pool_full and broker.request_bytes < broker.request_bytes_resume:
-            broker._pool_clear()
+        if broker.pool_full:
+            broker.pool_released()
         if n >= _LARGE:
             broker.trim_due += n
 

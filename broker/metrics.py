@@ -305,13 +305,18 @@ class Metrics:
         self._exposed = _WithoutCreated(r)
 
     # -- HTTP ---------------------------------------------------------------
-    async def start(self) -> None:
-        self.state.start()
+    async def bind(self) -> None:
+        """Bind the port, not serving yet: the broker binds every port before it loads its data."""
         cfg = self.broker.config
         host = cfg.metrics_host or (self.broker.specs[0].host or "0.0.0.0")
-        self._server = await asyncio.start_server(self._serve, host, cfg.metrics_port, reuse_address=True)
+        self._server = await asyncio.start_server(self._serve, host, cfg.metrics_port, reuse_address=True, start_serving=False)
         self.host, self.port = host, self._server.sockets[0].getsockname()[1]
-        log.info("metrics listening", host=host, port=self.port)
+
+    async def serve(self) -> None:
+        """Start answering scrapes, once the broker has loaded its data."""
+        self.state.start()
+        await self._server.start_serving()
+        log.info("metrics listening", host=self.host, port=self.port)
 
     def stop(self) -> None:
         if self._server is not None:

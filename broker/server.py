@@ -89,7 +89,7 @@ from storage.segment import FileRegion
 
 from .cluster import Cluster
 from .config import INT_MAX, BrokerConfig, per_ip_overrides
-from . import diagnostics, memory
+from . import datadir, diagnostics, memory
 from .coordinator.arrivals import LIVENESS_APIS
 from .coordinator.service import GroupCoordinator
 from .handlers import HANDLERS, PIPELINED, RequestContext, supported_versions
@@ -129,6 +129,7 @@ _CONN_FREED = 2048  # and every closed connection this much
 _LINGER = 1.0
 
 _now = time.monotonic
+_BACKLOG = 100  # asyncio's and uvloop's default for create_server
 # TLS connections: SO_RCVLOWAT while a large request arrives (KafkaConnection._tune_lowat)
 _SO_RCVLOWAT = getattr(socket, "SO_RCVLOWAT", 0)
 _TLS_RECORD = 16384 + 256  # the most ciphertext of one TLS record the transport can hold undelivered
@@ -179,6 +180,7 @@ class Broker:
             self.authorizer = from_config(config)
             self.acls = AclStore(self.authorizer, config.data_dir)
         self.server: asyncio.AbstractServer | None = None  # the first listener's
+        self.data_lock: datadir.DataDirLock | None = None  # held from before the load to the end of stop()
         self.listeners: list[Listener] = []
         self.connections: set[KafkaConnection] = set()
         self.handshaking: set = set()  # TLS connections still in their handshake (security.tls.TlsAccept)
@@ -344,8 +346,39 @@ class Broker:
             self.share_coordinator.topic_deleted(topic_id)
 
     async def start(self) -> None:
+        """Bind every port, then lock the data directory, then load it, then serve: a start
+        refused for a port in use or a directory another broker holds touches nothing in it."""
         self.loop = asyncio.get_running_loop()
         memory.tune()
+        await self._bind()
+        if self.metrics is not None:
+            try:
+                await self.metrics.bind()
+            except OSError:
+                self.failed_bind = ("metrics", self.config.metrics_host or self.specs[0].host, self.config.metrics_port)
+                self._unbind()
+                raise
+        try:
+            self.data_lock = datadir.lock(self.config.data_dir)  # before anything reads or writes the directory
+        except datadir.DataDirError:
+            self._unbind()
+            raise
+        try:
+            self._load()
+        except BaseException:
+            self._unload()
+            self._unbind()
+            raise
+        for listener in self.listeners:
+            await listener.server.start_serving()
+            log.info("listening", listener=listener.name, protocol=listener.protocol, host=listener.spec.bind_address()[0], port=listener.port,
+                     data_dir=str(self.config.data_dir))
+        self._sweep_handle = self.loop.call_later(self.sweep_s, self._sweep)
+        if self.metrics is not None:
+            await self.metrics.serve()
+
+    def _load(self) -> None:
+        """Read the locked data directory: credentials, ACLs, logs and meta.json, the coordinators' topics."""
         if self.security is not None or (self.config.data_dir / "scram-credentials.json").exists():
             self.scram  # noqa: B018 - read the credentials file now: a broken one stops the start
         if self.acls is not None:
@@ -357,28 +390,32 @@ class Broker:
             self.transactions.start_if_present()  # loads it, and completes what a crash left in PREPARE_*
         if SHARE_STATE_TOPIC in self.cluster.topics:
             self.share_coordinator.start_if_present()  # loads it, as every start once it exists
-        await self._bind()
-        self._sweep_handle = self.loop.call_later(self.sweep_s, self._sweep)
-        if self.metrics is not None:
-            try:
-                await self.metrics.start()
-            except OSError:
-                self.failed_bind = ("metrics", self.config.metrics_host or self.specs[0].host, self.config.metrics_port)
-                self._unbind()
-                raise
+
+    def _unload(self) -> None:
+        """Undo a start that could not load everything; the lock goes last."""
+        try:
+            self._stop_transactions()
+            self._stop_share()
+            self.coordinator.stop()
+            self.cluster.close()
+        finally:
+            self._release_lock()
+
+    def _release_lock(self) -> None:
+        data_lock, self.data_lock = self.data_lock, None
+        if data_lock is not None:
+            data_lock.release()
 
     def _unbind(self) -> None:
-        """Undo a start that could not bind everything."""
+        """Close what a start that could not finish had bound."""
         if self._sweep_handle is not None:
             self._sweep_handle.cancel()
             self._sweep_handle = None
         for listener in self.listeners:
             listener.server.close()
         self.listeners = []
-        self._stop_transactions()
-        self._stop_share()
-        self.coordinator.stop()
-        self.cluster.close()
+        if self.metrics is not None:
+            self.metrics.stop()
 
     async def _bind(self) -> None:
         loop = asyncio.get_running_loop()
@@ -394,10 +431,10 @@ class Broker:
                 else:
                     factory = lambda listener=listener: KafkaConnection(self, listener)  # noqa: E731
                 host, port = spec.bind_address()
-                listener.server = await loop.create_server(factory, host, port, reuse_address=True)
+                listener.server = await loop.create_server(factory, host, port, reuse_address=True, start_serving=False)
                 listener.port = listener.server.sockets[0].getsockname()[1]
                 self.listeners.append(listener)
-                log.info("listening", listener=spec.name, protocol=spec.protocol, host=host, port=listener.port, data_dir=str(self.config.data_dir))
+                listen_now(listener.server)
         except OSError:
             self.failed_bind = (spec.name, spec.host, spec.port)
             self._unbind()
@@ -439,6 +476,7 @@ class Broker:
         for conn in list(self.connections):
             conn.close()
         self.cluster.close()
+        self._release_lock()
         log.info("stopped")
 
     def _reap_hung_up(self, paused: list[KafkaConnection]) -> None:
@@ -1658,8 +1696,15 @@ async def run(config: BrokerConfig) -> int:
     t0 = time.monotonic()
     try:
         await broker.start()
+    except datadir.DataDirError as exc:
+        log.error(str(exc), **exc.fields)
+        return 1
     except OSError as exc:
-        name, host, port = getattr(broker, "failed_bind", ("?", "?", "?"))
+        failed_bind = getattr(broker, "failed_bind", None)
+        if failed_bind is None:  # reading the data directory failed
+            log.error("cannot start", data_dir=str(config.data_dir), error=str(exc))
+            return 1
+        name, host, port = failed_bind
         log.error("cannot listen", listener=name, host=host, port=port, error=str(exc))
         return 1
     except RuntimeError as exc:
@@ -1682,6 +1727,18 @@ async def run(config: BrokerConfig) -> int:
     log.info("shutting down")
     await broker.stop()
     return 0
+
+
+def listen_now(server) -> None:
+    """Put a server made with ``start_serving=False`` in the listening state now. Bound but not
+    listening, its port could still be bound by another process (SO_REUSEADDR), which would
+    then find out only after loading its data directory; accepting waits for start_serving()."""
+    for transport_socket in server.sockets:
+        sock = socket.socket(fileno=transport_socket.fileno())
+        try:
+            sock.listen(_BACKLOG)
+        finally:
+            sock.detach()  # the server owns the descriptor
 
 
 def ready_lines(broker: Broker) -> str:

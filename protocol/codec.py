@@ -41,6 +41,8 @@ from kio.serial._introspect import (
 )
 from kio.static.primitive import i32Timedelta, i64Timedelta
 
+from .regions import Region
+
 __all__ = [
     "DecodeError",
     "UnknownFieldError",
@@ -612,6 +614,9 @@ def _convert_primitive(kafka_type: str, optional: bool, value: Any) -> Any:
         if value < 0:
             return None if optional else datetime.datetime.fromtimestamp(0, _UTC)
         return datetime.datetime.fromtimestamp(value / 1000, _UTC)
+    if kafka_type == "records" and isinstance(value, Region):
+        # records left in a file (protocol/regions.py): kio writes bytes, so they are read here
+        return value.read()
     return value
 
 

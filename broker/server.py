@@ -1113,7 +1113,7 @@ class KafkaConnection(asyncio.Protocol):
                     data = part.read(n)
                 except OSError as exc:
                     self.log.warning("closing connection: a fetched segment could not be read", error=str(exc))
-                    self.abort()
+                    self._abort_soon()
                     return
                 if len(data) < n:
                     self._cut_short(part)
@@ -1133,7 +1133,7 @@ class KafkaConnection(asyncio.Protocol):
                 break
             except OSError as exc:  # the client has gone (reset, broken pipe)
                 self.log.debug("closing connection: sendfile failed", error=str(exc))
-                self.abort()
+                self._abort_soon()
                 return
             if not sent:
                 self._cut_short(part)
@@ -1160,7 +1160,16 @@ class KafkaConnection(asyncio.Protocol):
         """The file ends before the region does: it was truncated under the answer. The frame
         cannot be finished, so the connection closes (what was sent of it is cut short)."""
         self.log.warning("closing connection: a fetched segment file was cut short while sent", region=repr(part))
-        self.abort()
+        self._abort_soon()
+
+    def _abort_soon(self) -> None:
+        """``abort`` from ``_pump``, which may run inside the transport's ``resume_writing``: the
+        stdlib loop's transport must not be closed there (its write callback, finding it closing
+        and its buffer empty, would end the connection a second time: an exception in the event
+        loop). Nothing more is written meanwhile."""
+        self.closing = True
+        self._drop_sending()
+        self.broker.loop.call_soon(self.abort)
 
     def _send_failed(self, exc: Exception) -> None:
         """Sending an answer raised: a broker bug. Logged and reported as a handler's failure
@@ -1171,10 +1180,7 @@ class KafkaConnection(asyncio.Protocol):
         hook = self.broker.on_handler_error
         if hook is not None:
             hook("Fetch", event, exc)
-        try:
-            self.abort()
-        except Exception:  # noqa: BLE001 - already closed: nothing more to do
-            self.closing = True
+        self._abort_soon()
 
     def _watch(self) -> bool:
         """Watch a duplicate of the socket's descriptor, within the broker's budget of
@@ -1199,8 +1205,9 @@ class KafkaConnection(asyncio.Protocol):
             for part in sending:
                 if type(part) is FileRegion:
                     data = part.read()
-                    if len(data) < part.size:
-                        self._cut_short(part)
+                    if len(data) < part.size:  # the file was cut short: the frame cannot be finished
+                        self.log.warning("closing connection: a fetched segment file was cut short while sent", region=repr(part))
+                        self.abort()
                         return
                     part = data
                 self.transport.write(part)

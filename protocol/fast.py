@@ -199,7 +199,8 @@ _FETCH_PART5 = struct.Struct(">ihqqq")  # ... and log start offset (v5+)
 _ABORTED = struct.Struct(">qq")
 _ZERO_UUID = b"\x00" * 16
 # records shorter than this are copied into the frame; longer ones are handed
-# to the transport as they are (one more buffer for its writev)
+# to the transport as they are (one more buffer for its writev), and so is a
+# Region of any size (protocol/regions.py: not in memory, nothing to copy)
 FETCH_INLINE = 4096
 
 
@@ -284,7 +285,11 @@ def fetch(version: int, correlation_id: int, body: dict):
                             chunks = _hand_over(chunks, out, records)
                             out = bytearray()
                 else:
-                    chunks = _hand_over(chunks, out, records)
+                    if chunks is None:
+                        chunks = [out]
+                    else:
+                        chunks.append(out)
+                    chunks.append(records)
                     out = bytearray()
             if flexible:
                 out.append(0)

@@ -13,9 +13,10 @@ transport once the broker's descriptors for waiting answers are spent, and on
 TLS; with the fast encoder and with kio's (which reads regions into the
 frame); on the stdlib event loop and on uvloop. The client must get exactly
 what ``PartitionLog.read`` gives, the broker must log no handler failure and
-nothing may reach the event loop's exception handler. Last, a region whose
-file is cut short while it is sent closes that connection only, each way of
-sending.
+nothing may reach the event loop's exception handler. A librdkafka consumer
+reads every record through such answers. Last, a region whose file is cut
+short while it is sent closes that connection only, each way of sending, and
+so does a bug while sending (reported as a Fetch handler failure).
 
 Nothing here asserts a duration: waits are on conditions, with deadlines.
 """
@@ -324,3 +325,45 @@ def test_a_consumer_reads_every_record_whatever_its_answers_hold(tls, monkeypatc
         # its first answers held both: ANSWER_MEMORY read into memory, then regions
         assert any({"memory", "region"} <= {k for k, n in a if n} for a in shapes.answers), shapes.answers
         broker.check_handler_errors()
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_a_failure_while_sending_closes_only_its_connection_and_is_reported(loop_kind, monkeypatch):
+    """A bug in sending an answer from its files (here: reading a piece raises, once the
+    answer waits for the client, so inside the transport's resume_writing) must not reach the
+    event loop (the writer callback would be called again and again): it is reported as a
+    Fetch handler failure, and only that connection is closed."""
+
+    async def main():
+        async with Broker(fail_on_handler_errors=False) as broker:
+            seen: list[tuple[str, Exception]] = []
+            broker.server.on_handler_error = lambda name, request, exc: seen.append((name, exc))
+            await broker.create_topic(TOPIC, 1)
+            good = await Client.open(broker.port)
+            await produce(good, 0, (80, 50, 1000))  # about 4 MB
+            broker.server.waiting_fds_max = 0  # through the transport, a piece at a time
+            slow = await Client.open(broker.port, rcvbuf=4096)
+            conn = await server_side(broker, slow)
+            conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * KiB)
+            reads = []
+            real = FileRegion.read
+
+            def read(self, n=None):
+                reads.append(n)
+                if len(reads) == 8:
+                    raise RuntimeError("a bug while sending")
+                return real(self, n)
+
+            monkeypatch.setattr(FileRegion, "read", read)
+            slow.writer.write(request_bytes(1, 12, fetch_request(None, [(0, 4096 * KiB)]), corr=1))
+            with pytest.raises((asyncio.IncompleteReadError, ConnectionError)):
+                await slow.read_frame()
+            await until(lambda: conn not in broker.server.connections, what="the broker to close the connection")
+            assert len(reads) == 8 and [name for name, _ in seen] == ["Fetch"] and str(seen[0][1]) == "a bug while sending"
+            assert conn.sending is None and broker.server.waiting_fds == 0
+            monkeypatch.undo()
+            await good.api_versions()
+            slow.close()
+            good.close()
+
+    run(loop_kind, main)

@@ -223,7 +223,9 @@ def fetch(version: int, correlation_id: int, body: dict):
     the records in bytearrays and the records themselves as given (bytes,
     memoryviews into the segment's pread buffer, regions of its file), never
     copied. The frame's size prefix counts them all. Records of any other type
-    raise ``TypeError``.
+    (a handler bug) raise ``TypeError`` here when under ``FETCH_INLINE``, and
+    fail when written otherwise: a handler failure either way, never bytes
+    that are not the records.
     Tagged fields are written empty: the handler sets none (diverging epoch,
     current leader, snapshot id, node endpoints).
     """

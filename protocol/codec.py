@@ -12,6 +12,8 @@
    dataclass per version; ``build`` fills one from plain dicts and lists, so a
    handler describes its answer once and every version takes the fields it
    has. A key that no version has is refused, so a typo cannot drop a field.
+   A ``records`` field may hold a region of a file (``protocol/regions.py``):
+   it is read here, since kio writes bytes.
 """
 
 from __future__ import annotations

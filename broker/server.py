@@ -1180,7 +1180,14 @@ class KafkaConnection(asyncio.Protocol):
 
     def _pump(self) -> None:
         """Hand what is left of ``sending`` to the kernel; wait for the socket or the transport
-        where it is full."""
+        where it is full. Never raises: it runs from the task and as the event loop's writer
+        callback, which an exception would leave registered, called again and again."""
+        try:
+            self._pump_parts()
+        except Exception as exc:  # noqa: BLE001 - a broker bug: close this connection only
+            self._send_failed(exc)
+
+    def _pump_parts(self) -> None:
         sending = self.sending
         if sending is None or self.closing:
             return
@@ -1191,6 +1198,13 @@ class KafkaConnection(asyncio.Protocol):
                 sending.popleft()
                 transport.write(part)
                 continue
+            if not part.size:  # nothing (left) to send of it
+                sending.popleft()
+                part.release()
+                continue
+            if transport.is_closing():  # the write before failed (the client has gone): connection_lost follows
+                self._drop_sending()
+                return
             if not self.files:  # through the transport, a piece at a time
                 if self.tpaused:
                     return  # resume_writing carries on
@@ -1199,7 +1213,7 @@ class KafkaConnection(asyncio.Protocol):
                     data = part.read(n)
                 except OSError as exc:
                     self.log.warning("closing connection: a fetched segment could not be read", error=str(exc))
-                    self.abort()
+                    self._abort_soon()
                     return
                 if len(data) < n:
                     self._cut_short(part)
@@ -1219,7 +1233,7 @@ class KafkaConnection(asyncio.Protocol):
                 break
             except OSError as exc:  # the client has gone (reset, broken pipe)
                 self.log.debug("closing connection: sendfile failed", error=str(exc))
-                self.abort()
+                self._abort_soon()
                 return
             if not sent:
                 self._cut_short(part)
@@ -1243,9 +1257,30 @@ class KafkaConnection(asyncio.Protocol):
         self._pause(_WRITE)
 
     def _cut_short(self, part: FileRegion) -> None:
-        """The file ends before the region does: it was truncated under the answer."""
+        """The file ends before the region does: it was truncated under the answer. The frame
+        cannot be finished, so the connection closes (what was sent of it is cut short)."""
         self.log.warning("closing connection: a fetched segment file was cut short while sent", region=repr(part))
-        self.abort()
+        self._abort_soon()
+
+    def _abort_soon(self) -> None:
+        """``abort`` from ``_pump``, which may run inside the transport's ``resume_writing``: the
+        stdlib loop's transport must not be closed there (its write callback, finding it closing
+        and its buffer empty, would end the connection a second time: an exception in the event
+        loop). Nothing more is written meanwhile."""
+        self.closing = True
+        self._drop_sending()
+        self.broker.loop.call_soon(self.abort)
+
+    def _send_failed(self, exc: Exception) -> None:
+        """Sending an answer raised: a broker bug. Logged and reported as a handler's failure
+        (tests fail on it), and only this connection is closed."""
+        # only a Fetch answer is sent this way; its request may be gone (the task ended)
+        event = Request(1, -1, -1, self.client_id, None, 0)
+        self.log.error("handler failed", api="Fetch", stage="sending the answer", exc_info=exc)
+        hook = self.broker.on_handler_error
+        if hook is not None:
+            hook("Fetch", event, exc)
+        self._abort_soon()
 
     def _watch(self) -> bool:
         """Watch a duplicate of the socket's descriptor, within the broker's budget of
@@ -1268,7 +1303,14 @@ class KafkaConnection(asyncio.Protocol):
         self._unwatch()
         try:
             for part in sending:
-                self.transport.write(part.read() if type(part) is FileRegion else part)
+                if type(part) is FileRegion:
+                    data = part.read()
+                    if len(data) < part.size:  # the file was cut short: the frame cannot be finished
+                        self.log.warning("closing connection: a fetched segment file was cut short while sent", region=repr(part))
+                        self.abort()
+                        return
+                    part = data
+                self.transport.write(part)
         except OSError as exc:
             self.log.warning("closing connection: a fetched segment could not be read", error=str(exc))
             self.abort()

@@ -3,7 +3,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test spark-jars test-unit reference-kafka test-conformance test-conformance-4.1 test-clients test-peers peers-reference peers-kafkalite compat bench bench-compare fuzz soak reliability reliability-quick lint clean test-docker docker-engine docker-engine-stop docker-measure
+.PHONY: install run test spark-jars test-unit reference-kafka test-conformance test-conformance-4.1 test-clients test-peers peers-reference peers-kafkalite compat bench bench-compare fuzz soak soak-starved reliability reliability-quick lint clean test-docker docker-engine docker-engine-stop docker-measure
 
 # compiled bytecode for the project's own modules, as an installed package has it: a checkout run
 # under PYTHONDONTWRITEBYTECODE=1 would otherwise compile every module at every start
@@ -98,6 +98,14 @@ soak: install
 	$(BIN)/python -m bench.churn --check --broker kafkalite --protocol consumer --members 50 --seconds 600 --json build/soak/kafkalite-consumer.json
 	$(BIN)/python -m bench.churn --check --broker kafka     --protocol classic  --members 50 --seconds 600 --json build/soak/kafka-classic.json
 	$(BIN)/python -m bench.churn --check --broker kafka     --protocol consumer --members 50 --seconds 600 --json build/soak/kafka-consumer.json
+	$(MAKE) soak-starved
+
+# issue 23's starvation run: 150 s of churn beside four busy-loop CPU hogs, 1 s heartbeats, 6 s (classic) and 10 s (KIP-848) sessions
+soak-starved: install
+	$(BIN)/python -m bench.churn --check --broker kafkalite --protocol classic  --members 50 --seconds 150 --hog 4 --classic-session-ms 6000 --loop-monitor --json build/soak/starved-kafkalite-classic.json
+	$(BIN)/python -m bench.churn --check --broker kafkalite --protocol consumer --members 50 --seconds 150 --hog 4 --loop-monitor --json build/soak/starved-kafkalite-consumer.json
+	$(BIN)/python -m bench.churn --check --broker kafka     --protocol classic  --members 50 --seconds 150 --hog 4 --classic-session-ms 6000 --json build/soak/starved-kafka-classic.json
+	$(BIN)/python -m bench.churn --check --broker kafka     --protocol consumer --members 50 --seconds 150 --hog 4 --json build/soak/starved-kafka-consumer.json
 
 # docs/reliability.md: fuzzers, memory bounds, kill -9 and churn figures (about an hour; --quick for minutes)
 reliability: install

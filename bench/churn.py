@@ -85,6 +85,7 @@ class ChurnConfig:
     settle_quiet: float = 5.0  # the group counts as settled after this long without a change
     consumer_heartbeat_ms: int = 1_000  # group.consumer.heartbeat.interval.ms (broker side)
     consumer_session_ms: int = 10_000  # group.consumer.session.timeout.ms (broker side)
+    classic_session_ms: int = CLASSIC_SESSION_MS  # session.timeout.ms of the classic members (client side)
     hog: int = 0  # busy-loop processes during the churn
     hog_through_settle: bool = False
     loop_stall: str | None = None  # "MS:EVERY_MS", kafkalite only
@@ -142,7 +143,7 @@ def _child_main(spec: dict) -> int:
         conf.update({
             "group.protocol": "classic",
             "partition.assignment.strategy": "cooperative-sticky",
-            "session.timeout.ms": CLASSIC_SESSION_MS,
+            "session.timeout.ms": spec.get("classic_session_ms", CLASSIC_SESSION_MS),
             "heartbeat.interval.ms": CLASSIC_HEARTBEAT_MS,
         })
     else:
@@ -312,18 +313,56 @@ def _stall_launch(argv: list[str]) -> int:
                 await asyncio.sleep(every_ms / 1000)
                 time.sleep(stall_ms / 1000)  # blocks the whole loop, as a starved or paused process would
 
+        ticked = [time.monotonic()]
+        main_tid = threading.main_thread().ident
+        main_native = threading.get_native_id()
+        stacks: collections.Counter = collections.Counter()
+
+        def schedstat() -> tuple[int, int]:
+            """The loop thread's time on a CPU and waiting for one (ns), from /proc."""
+            try:
+                with open(f"/proc/self/task/{main_native}/schedstat") as f:
+                    run_ns, wait_ns, _ = f.read().split()
+                return int(run_ns), int(wait_ns)
+            except (OSError, ValueError):
+                return 0, 0
+
+        def sample_stalls() -> None:
+            # what the loop's thread is doing while the loop is late by more than 200 ms: a block
+            # (the same stack sample after sample) or a share of the CPU too small (anywhere)
+            while True:
+                time.sleep(0.02)
+                if time.monotonic() - ticked[0] > 0.2:
+                    frame = sys._current_frames().get(main_tid)
+                    if frame is not None:
+                        import traceback
+
+                        stack = traceback.extract_stack(frame)[-8:]
+                        stacks[" < ".join(f"{Path(f.filename).name}:{f.lineno}:{f.name}" for f in reversed(stack))] += 1
+
         async def watch():
-            # how late a 50 ms sleep wakes up: the loop's lag, summarised every 5 s on stderr
+            # how late a 50 ms sleep wakes up: the loop's lag, summarised every 5 s on stderr, with the
+            # loop thread's CPU time and run-queue wait, and the stacks sampled during stalls
             lags: list[float] = []
             last = time.monotonic()
+            threading.Thread(target=sample_stalls, daemon=True).start()
+            run0, wait0 = schedstat()
             while True:
                 t0 = time.monotonic()
                 await asyncio.sleep(0.05)
-                lags.append((time.monotonic() - t0 - 0.05) * 1000)
+                ticked[0] = time.monotonic()
+                lags.append((ticked[0] - t0 - 0.05) * 1000)
                 if t0 - last >= 5:
                     lags.sort()
-                    print(f"LOOPLAG n={len(lags)} p50={lags[len(lags) // 2]:.0f}ms p99={lags[int(len(lags) * 0.99)]:.0f}ms max={lags[-1]:.0f}ms", file=sys.stderr, flush=True)
+                    run1, wait1 = schedstat()
+                    print(f"LOOPLAG n={len(lags)} p50={lags[len(lags) // 2]:.0f}ms p99={lags[int(len(lags) * 0.99)]:.0f}ms max={lags[-1]:.0f}ms "
+                          f"cpu={(run1 - run0) / 1e6:.0f}ms runq_wait={(wait1 - wait0) / 1e6:.0f}ms over={(ticked[0] - last) * 1000:.0f}ms",
+                          file=sys.stderr, flush=True)
+                    for stack, n in stacks.most_common(3):
+                        print(f"STALLSTACK samples={n} {stack}", file=sys.stderr, flush=True)
+                    stacks.clear()
                     lags, last = [], t0
+                    run0, wait0 = run1, wait1
 
         loop = asyncio.get_running_loop()
         tasks = []
@@ -427,14 +466,14 @@ def _install_trace(path: str) -> None:
     assigned_at: dict = {}
     real_set_current = consumer_group.ConsumerGroup.set_current
 
-    def set_current(self, member, epoch, previous, state, assigned, pending):
+    def set_current(self, member, epoch, previous, state, assigned, pending, *rest):
         before = {(t, p) for t, ps in member.assigned.items() for p in ps}
         after = {(t, p) for t, ps in assigned.items() for p in ps}
         for t, p in before - after:
             assigned_at.pop((self.group_id, member.member_id, t, p), None)
         for t, p in after - before:
             assigned_at[(self.group_id, member.member_id, t, p)] = epoch
-        return real_set_current(self, member, epoch, previous, state, assigned, pending)
+        return real_set_current(self, member, epoch, previous, state, assigned, pending, *rest)
 
     consumer_group.ConsumerGroup.set_current = set_current
     real_remove = consumer_group.ConsumerGroup.remove_member
@@ -578,7 +617,8 @@ class Churn:
     def spawn(self) -> Member:
         i = self.next_id
         self.next_id += 1
-        spec = {"bootstrap": self.bootstrap, "topic": self.topic, "group": self.group, "protocol": self.cfg.protocol, "id": i}
+        spec = {"bootstrap": self.bootstrap, "topic": self.topic, "group": self.group, "protocol": self.cfg.protocol, "id": i,
+                "classic_session_ms": self.cfg.classic_session_ms}
         proc = subprocess.Popen(
             [sys.executable, "-m", "bench.churn", "--child", json.dumps(spec)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.child_log,
@@ -980,6 +1020,15 @@ def broker_log_stats(kind: str, protocol: str, text: str, group: str) -> dict:
             out["loop_lag_max_ms"] = max(int(d["max"].rstrip("ms")) for d in lags)
             out["loop_lag_worst_p99_ms"] = max(int(d["p99"].rstrip("ms")) for d in lags)
             out["loop_lag_median_p50_ms"] = sorted(int(d["p50"].rstrip("ms")) for d in lags)[len(lags) // 2]
+            if all("cpu" in d for d in lags):  # the loop thread's CPU time and run-queue wait (schedstat)
+                out["loop_cpu_ms"] = sum(int(d["cpu"].rstrip("ms")) for d in lags)
+                out["loop_runq_wait_ms"] = sum(int(d["runq_wait"].rstrip("ms")) for d in lags)
+            stall_stacks = collections.Counter()
+            for line in text.splitlines():
+                if line.startswith("STALLSTACK "):
+                    n, _, stack = line[len("STALLSTACK samples="):].partition(" ")
+                    stall_stacks[stack] += int(n)
+            out["stall_stacks"] = [{"samples": n, "stack": st} for st, n in stall_stacks.most_common(8)]
     else:
         lines = [line for line in text.splitlines() if group in line]
         if protocol == "classic":
@@ -1056,6 +1105,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settle", type=float, default=d.settle)
     ap.add_argument("--consumer-heartbeat-ms", type=int, default=d.consumer_heartbeat_ms)
     ap.add_argument("--consumer-session-ms", type=int, default=d.consumer_session_ms)
+    ap.add_argument("--classic-session-ms", type=int, default=d.classic_session_ms, help="session.timeout.ms of the classic members")
     ap.add_argument("--hog", type=int, default=0, help="busy-loop processes while the churn runs")
     ap.add_argument("--hog-through-settle", action="store_true")
     ap.add_argument("--loop-stall", help="MS:EVERY_MS: block kafkalite's event loop (kafkalite only)")
@@ -1072,7 +1122,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = ChurnConfig(
         broker=a.broker, protocol=a.protocol, members=a.members, seconds=a.seconds, partitions=a.partitions,
         seed=a.seed, action_interval=a.action_interval, produce_rate=a.produce_rate, settle=a.settle,
-        consumer_heartbeat_ms=a.consumer_heartbeat_ms, consumer_session_ms=a.consumer_session_ms,
+        consumer_heartbeat_ms=a.consumer_heartbeat_ms, consumer_session_ms=a.consumer_session_ms, classic_session_ms=a.classic_session_ms,
         hog=a.hog, pause=a.pause, hog_through_settle=a.hog_through_settle, loop_stall=a.loop_stall, loop_monitor=a.loop_monitor, trace=a.trace, no_loop_watch=a.no_loop_watch, bootstrap=a.bootstrap,
         work_dir=a.work_dir, kafka_debug_log=a.kafka_debug_log,
     )

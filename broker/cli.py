@@ -21,12 +21,43 @@ from .config import BrokerConfig, load_config
 ADMIN_COMMANDS = ("topics", "groups", "transactions", "health")
 
 
+def package_version() -> str:
+    """kafkalite's version: the installed package's metadata, else (a source checkout run with
+    PYTHONPATH) pyproject.toml's, else "unknown". Imported only when asked for: serving never needs it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kafkalite")
+    except PackageNotFoundError:
+        pass
+    try:
+        import tomllib
+
+        with open(Path(__file__).resolve().parent.parent / "pyproject.toml", "rb") as f:
+            return str(tomllib.load(f)["project"]["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "unknown"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, with the version looked up only when the flag is given."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"kafkalite {package_version()}")
+        parser.exit(0)
+
+
 def _parser(admin: bool = True) -> argparse.ArgumentParser:
     """The whole command line. ``admin=False`` (what ``serve`` uses) gives the admin
     subcommands as bare names: the same usage line and errors for ``serve``, without
     importing broker.admin."""
     p = argparse.ArgumentParser(prog="kafkalite", description="A Kafka-wire-compatible broker.")
+    p.add_argument("--version", action=_VersionAction, help="print the version and exit")
     sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("version", help="print the version")
     s = sub.add_parser("serve", help="run the broker")
     s.add_argument("--host", help="address to listen on (KAFKALITE_HOST, default 127.0.0.1)")
     s.add_argument("--port", type=int, help="port to listen on, 0 for any free port (KAFKALITE_PORT, default 9092)")
@@ -145,6 +176,10 @@ def main(argv: list[str] | None = None) -> int:
         from .admin.cli import run as run_admin_command
 
         return run_admin_command(_parser().parse_args(words))
+    if words and words[0] == "version":
+        _parser(admin=False).parse_args(words)  # `version --help`, or a word too many: argparse answers
+        print(f"kafkalite {package_version()}")
+        return 0
     if words and words[0] == "certs":
         from .security.certs import run as run_certs
 
@@ -164,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         logs.get_logger("cli").error("data directory not writable", **problem)
         return 1
+    if cfg.replication_settings:
+        logs.get_logger("cli").info("replication settings accepted: a single node keeps one copy of each partition", **cfg.replication_settings)
     limits = raise_open_files_limit()
     if limits is not None:
         logs.get_logger("cli").info("open files limit", soft_was=limits[0], soft=limits[1])

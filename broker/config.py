@@ -98,6 +98,14 @@ class BrokerConfig:
     log_initial_task_delay_ms: int = 30_000
     metrics_port: int | None = None
     metrics_host: str | None = None
+    # replication (Kafka's defaults): accepted, not used; a single node keeps one copy of each partition
+    default_replication_factor: int = 1
+    offsets_topic_replication_factor: int = 3
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
+    share_coordinator_state_topic_replication_factor: int = 3
+    share_coordinator_state_topic_min_isr: int = 2
+    replication_settings: dict[str, int] = field(default_factory=dict, repr=False)  # the above that were given, by Kafka name
     # group coordinator (Kafka names: the same with dots)
     offsets_topic_num_partitions: int = 50
     group_initial_rebalance_delay_ms: int = 0
@@ -223,7 +231,7 @@ class BrokerConfig:
 @dataclass(frozen=True)
 class Setting:
     key: str  # kafkalite name: a BrokerConfig field, or for topic defaults the Kafka name in snake case
-    kind: str  # int | bool | str | choice | path | list | topic | hours | minutes
+    kind: str  # int | bool | str | choice | path | list | topic | hours | minutes | copies (an int accepted, not used)
     doc: str
     kafka: tuple[str, ...] = ()  # Kafka names, the usual one first
     minimum: int | None = None
@@ -323,6 +331,13 @@ SETTINGS: tuple[Setting, ...] = (
     _s("message_max_bytes", "topic", "default max.message.bytes", "message.max.bytes", topic="max.message.bytes"),
     _s("compression_type", "topic", "default compression.type (accepted, reported, not enforced)", "compression.type", topic="compression.type"),
     _s("min_insync_replicas", "topic", "default min.insync.replicas (accepted, reported, not enforced)", "min.insync.replicas", topic="min.insync.replicas"),
+    # -- replication: accepted, so that a Kafka configuration starts; a single node keeps one copy
+    _s("default_replication_factor", "copies", "replicas of topics created without a replication factor (one copy is kept)", "default.replication.factor", minimum=1, maximum=32767),
+    _s("offsets_topic_replication_factor", "copies", "replicas of __consumer_offsets (one copy is kept)", "offsets.topic.replication.factor", minimum=1, maximum=32767),
+    _s("transaction_state_log_replication_factor", "copies", "replicas of __transaction_state (one copy is kept)", "transaction.state.log.replication.factor", minimum=1, maximum=32767),
+    _s("transaction_state_log_min_isr", "copies", "min.insync.replicas of __transaction_state (one copy is kept)", "transaction.state.log.min.isr", minimum=1, maximum=INT_MAX),
+    _s("share_coordinator_state_topic_replication_factor", "copies", "replicas of __share_group_state (one copy is kept)", "share.coordinator.state.topic.replication.factor", minimum=1, maximum=32767),
+    _s("share_coordinator_state_topic_min_isr", "copies", "min.insync.replicas of __share_group_state (one copy is kept)", "share.coordinator.state.topic.min.isr", minimum=1, maximum=32767),
     # -- group coordinator -------------------------------------------------------
     _s("offsets_topic_num_partitions", "int", "partitions of __consumer_offsets when it is first created", "offsets.topic.num.partitions", minimum=1, maximum=INT_MAX, flag=True),
     _s("group_initial_rebalance_delay_ms", "int", "wait for more members before the first rebalance (Kafka's default is 3000)", "group.initial.rebalance.delay.ms", minimum=0, maximum=INT_MAX, flag=True),
@@ -473,7 +488,7 @@ def _convert(s: Setting, value):
     kind = s.kind
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
-    if kind in ("int", "hours", "minutes"):
+    if kind in ("int", "hours", "minutes", "copies"):
         v = _as_int(s, value)
         if kind == "hours":
             return str(v * 3_600_000)
@@ -645,6 +660,7 @@ def load_config(
         else:
             setattr(cfg, key, v)
     cfg.log_defaults = _log_defaults(topic_values)
+    cfg.replication_settings = {BY_KEY[k].name: v for k, (v, _where) in values.items() if k in BY_KEY and BY_KEY[k].kind == "copies"}
     _check(cfg, values)
     return cfg
 

@@ -10,7 +10,15 @@ is read when Prometheus scrapes, so it costs nothing between scrapes:
   see ``broker/coordinator/events.py``), read from where the previous scrape
   stopped: classic ``rebalance completed`` events carry join and sync times,
   KIP-848 groups count ``consumer group epoch bumped``;
-- log sizes and offsets come from each partition's log.
+- log sizes and offsets come from each partition's log (partitions of
+  internal topics only once something was written to them: an idle broker's
+  fifty empty ``__consumer_offsets`` partitions are not 150 series of zeros);
+- groups' committed offsets and lag come from the coordinator's offsets (the
+  durable view OffsetFetch answers from) and each partition's high
+  watermark, per group, topic and partition: nothing is counted per commit.
+
+Counters and histograms have no ``_created`` series (prometheus_client adds
+one per label set; nobody alerts on it, and it doubled the series count).
 
 The endpoint is a small HTTP server on the broker's own event loop, so the
 collectors read that state from the thread that owns it. Every metric is in
@@ -29,6 +37,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 from protocol.errors import ErrorCode
 
+from .coordinator.runtime import ACTIVE
 from .faults import api_name, first_error
 from .logs import get_logger
 
@@ -39,6 +48,7 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 _READ_CHUNK = 1 << 20
 _I32 = struct.Struct(">i")
+_CREATED_TYPES = ("counter", "histogram", "summary")
 
 
 def _error_name(code: int) -> str:
@@ -192,10 +202,13 @@ class _StateCollector:
         start = GaugeMetricFamily("kafkalite_log_start_offset", "First offset of each partition", labels=["topic", "partition"])
         end = GaugeMetricFamily("kafkalite_log_end_offset", "Next offset of each partition", labels=["topic", "partition"])
         for topic in list(broker.cluster.topics.values()):
+            internal = topic.internal
             for part in topic.partitions:
                 labels = [topic.name, str(part.index)]
                 plog = part.log
                 try:
+                    if internal and plog.log_end_offset == 0:  # nothing was ever written to it
+                        continue
                     size.add_metric(labels, plog.size_bytes)
                     start.add_metric(labels, plog.log_start_offset)
                     end.add_metric(labels, plog.log_end_offset)
@@ -204,6 +217,53 @@ class _StateCollector:
         yield size
         yield start
         yield end
+        yield from group_offsets(broker)
+
+
+def group_offsets(broker):
+    """``kafkalite_group_committed_offset`` and ``kafkalite_group_lag`` families: each group's
+    committed offsets (of shards that have loaded), and their lag behind the partition's high
+    watermark (the log end offset, with one replica; what kafka-consumer-groups.sh and the
+    exporters subtract from). A committed offset past the log end shows as negative lag; a
+    partition that does not exist, or a negative offset, has no lag."""
+    offset = GaugeMetricFamily(
+        "kafkalite_group_committed_offset", "Committed offset of each group, topic and partition", labels=["group", "topic", "partition"]
+    )
+    lag = GaugeMetricFamily(
+        "kafkalite_group_lag", "High watermark minus the committed offset, by group, topic and partition", labels=["group", "topic", "partition"]
+    )
+    topics = broker.cluster.topics
+    for runtime in getattr(broker.coordinator, "shards", []):
+        if runtime.state != ACTIVE:  # loading: offsets still stand as raw rows
+            continue
+        for group, committed in list(runtime.shard.offsets.committed.items()):
+            for (topic, partition), value in sorted(committed.items()):
+                labels = [group, topic, str(partition)]
+                committed_offset = value.offset
+                offset.add_metric(labels, committed_offset)
+                t = topics.get(topic)
+                if committed_offset < 0 or t is None or not 0 <= partition < len(t.partitions):
+                    continue
+                try:
+                    hw = t.partitions[partition].log.log_end_offset
+                except Exception:  # noqa: BLE001 - a log closed by a topic deletion in between
+                    continue
+                lag.add_metric(labels, hw - committed_offset)
+    return offset, lag
+
+
+class _WithoutCreated:
+    """The registry's families without the ``_created`` samples prometheus_client gives every
+    counter and histogram label set (per registry, unlike its process-wide switch)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self):
+        for family in self.registry.collect():
+            if family.type in _CREATED_TYPES:
+                family.samples = [sample for sample in family.samples if not sample.name.endswith("_created")]
+            yield family
 
 
 class Metrics:
@@ -242,15 +302,21 @@ class Metrics:
         r.register(self.state)
         ProcessCollector(registry=r)
         self._children: dict = {}
+        self._exposed = _WithoutCreated(r)
 
     # -- HTTP ---------------------------------------------------------------
-    async def start(self) -> None:
-        self.state.start()
+    async def bind(self) -> None:
+        """Bind the port, not serving yet: the broker binds every port before it loads its data."""
         cfg = self.broker.config
         host = cfg.metrics_host or (self.broker.specs[0].host or "0.0.0.0")
-        self._server = await asyncio.start_server(self._serve, host, cfg.metrics_port, reuse_address=True)
+        self._server = await asyncio.start_server(self._serve, host, cfg.metrics_port, reuse_address=True, start_serving=False)
         self.host, self.port = host, self._server.sockets[0].getsockname()[1]
-        log.info("metrics listening", host=host, port=self.port)
+
+    async def serve(self) -> None:
+        """Start answering scrapes, once the broker has loaded its data."""
+        self.state.start()
+        await self._server.start_serving()
+        log.info("metrics listening", host=self.host, port=self.port)
 
     def stop(self) -> None:
         if self._server is not None:
@@ -258,7 +324,7 @@ class Metrics:
             self._server = None
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        return generate_latest(self._exposed)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -28,11 +28,17 @@ Memory is bounded on both sides of a connection:
   waits is the file's descriptor, not its bytes.
 - requests, broker-wide: every connection counts the bytes it holds for
   requests (frames being received and requests queued or in flight); past
-  ``queued.max.request.bytes`` in all, no connection is read from, except one
-  in the middle of a frame (the one furthest into its frame, rotated if it
-  stalls) so that the broker can finish a request, until the total falls to
-  three quarters of the limit; and none at all past the limit plus one
-  largest frame (``request_bytes_cap``).
+  ``queued.max.request.bytes`` in all (``pool_full``), no connection in the
+  middle of a large frame (``LARGE_FRAME``, 64 KiB, or more) is read from,
+  except one (the one furthest into its frame, rotated if it stalls) so that
+  the broker can finish a request, until the total falls to three quarters
+  of the limit. The exempt one stops at the limit plus one largest frame
+  (``request_bytes_cap``). The others go on being read, so small requests
+  (metadata, heartbeats, commits, fetches) are still answered while large
+  frames wait; one that starts a large frame is held back after that read.
+  Past ``request_bytes_cap`` plus a reserve for those small requests
+  (``request_bytes_hard``) no connection at all is read from
+  (``pool_capped``) until the total is half a reserve below it again.
 
 One periodic sweep (not a timer per connection) closes connections that sent
 no complete request for ``connections.max.idle.ms``, ends the tasks of
@@ -83,7 +89,8 @@ from storage.segment import FileRegion
 
 from .cluster import Cluster
 from .config import INT_MAX, BrokerConfig, per_ip_overrides
-from . import diagnostics, memory
+from . import datadir, diagnostics, memory
+from .coordinator.arrivals import LIVENESS_APIS
 from .coordinator.service import GroupCoordinator
 from .handlers import HANDLERS, PIPELINED, RequestContext, supported_versions
 from .listeners import Listener
@@ -103,6 +110,8 @@ _WRITE_LOW = 256 * 1024
 _QUEUE = 1  # requests waiting: _MAX_QUEUED of them, or socket.request.max.bytes
 _WRITE = 2  # answers not read by the client: above the write high-water mark
 _POOL = 4  # queued.max.request.bytes reached, broker-wide
+# at least this much room for small requests past request_bytes_cap (Broker.request_bytes_hard)
+_SMALL_RESERVE = 1024 * 1024
 _STOP = 8  # the broker is stopping
 # memory handed back to the OS once this much in large buffers was freed and the churn stopped
 _TRIM_BYTES = 8 * 1024 * 1024
@@ -120,6 +129,7 @@ _CONN_FREED = 2048  # and every closed connection this much
 _LINGER = 1.0
 
 _now = time.monotonic
+_BACKLOG = 100  # asyncio's and uvloop's default for create_server
 # TLS connections: SO_RCVLOWAT while a large request arrives (KafkaConnection._tune_lowat)
 _SO_RCVLOWAT = getattr(socket, "SO_RCVLOWAT", 0)
 _TLS_RECORD = 16384 + 256  # the most ciphertext of one TLS record the transport can hold undelivered
@@ -146,6 +156,7 @@ class Broker:
         group_config = config.group_config()
         group_config.group_overrides = self.cluster.group_configs  # AlterConfigs' per-group configs, read on each use
         self.coordinator = GroupCoordinator(self.cluster, group_config, fsync_always=config.fsync == "always")
+        self.arrivals = self.coordinator.arrivals
         # the transaction coordinator (broker/txn/): made, and its modules imported, by the first
         # request that needs it (InitProducerId, FindCoordinator ...), or at start when __transaction_state exists
         self._transactions = None
@@ -169,6 +180,7 @@ class Broker:
             self.authorizer = from_config(config)
             self.acls = AclStore(self.authorizer, config.data_dir)
         self.server: asyncio.AbstractServer | None = None  # the first listener's
+        self.data_lock: datadir.DataDirLock | None = None  # held from before the load to the end of stop()
         self.listeners: list[Listener] = []
         self.connections: set[KafkaConnection] = set()
         self.handshaking: set = set()  # TLS connections still in their handshake (security.tls.TlsAccept)
@@ -198,7 +210,12 @@ class Broker:
         self.request_bytes_resume = self.request_bytes_limit - self.request_bytes_limit // 4
         # past the limit one connection may finish its frame, but nothing may take the total past this
         self.request_bytes_cap = self.request_bytes_limit + config.max_frame_bytes
+        # and the others' small requests have this much more before nothing is read at all
+        reserve = max(self.request_bytes_limit // 8, _SMALL_RESERVE)
+        self.request_bytes_hard = self.request_bytes_cap + reserve
+        self.request_bytes_unhard = self.request_bytes_hard - reserve // 2
         self.pool_full = False
+        self.pool_capped = False
         self.pool_exempt: KafkaConnection | None = None
         self.pool_episodes = 0
         self._exempt_mark = -1
@@ -329,8 +346,39 @@ class Broker:
             self.share_coordinator.topic_deleted(topic_id)
 
     async def start(self) -> None:
+        """Bind every port, then lock the data directory, then load it, then serve: a start
+        refused for a port in use or a directory another broker holds touches nothing in it."""
         self.loop = asyncio.get_running_loop()
         memory.tune()
+        await self._bind()
+        if self.metrics is not None:
+            try:
+                await self.metrics.bind()
+            except OSError:
+                self.failed_bind = ("metrics", self.config.metrics_host or self.specs[0].host, self.config.metrics_port)
+                self._unbind()
+                raise
+        try:
+            self.data_lock = datadir.lock(self.config.data_dir)  # before anything reads or writes the directory
+        except datadir.DataDirError:
+            self._unbind()
+            raise
+        try:
+            self._load()
+        except BaseException:
+            self._unload()
+            self._unbind()
+            raise
+        for listener in self.listeners:
+            await listener.server.start_serving()
+            log.info("listening", listener=listener.name, protocol=listener.protocol, host=listener.spec.bind_address()[0], port=listener.port,
+                     data_dir=str(self.config.data_dir))
+        self._sweep_handle = self.loop.call_later(self.sweep_s, self._sweep)
+        if self.metrics is not None:
+            await self.metrics.serve()
+
+    def _load(self) -> None:
+        """Read the locked data directory: credentials, ACLs, logs and meta.json, the coordinators' topics."""
         if self.security is not None or (self.config.data_dir / "scram-credentials.json").exists():
             self.scram  # noqa: B018 - read the credentials file now: a broken one stops the start
         if self.acls is not None:
@@ -342,28 +390,32 @@ class Broker:
             self.transactions.start_if_present()  # loads it, and completes what a crash left in PREPARE_*
         if SHARE_STATE_TOPIC in self.cluster.topics:
             self.share_coordinator.start_if_present()  # loads it, as every start once it exists
-        await self._bind()
-        self._sweep_handle = self.loop.call_later(self.sweep_s, self._sweep)
-        if self.metrics is not None:
-            try:
-                await self.metrics.start()
-            except OSError:
-                self.failed_bind = ("metrics", self.config.metrics_host or self.specs[0].host, self.config.metrics_port)
-                self._unbind()
-                raise
+
+    def _unload(self) -> None:
+        """Undo a start that could not load everything; the lock goes last."""
+        try:
+            self._stop_transactions()
+            self._stop_share()
+            self.coordinator.stop()
+            self.cluster.close()
+        finally:
+            self._release_lock()
+
+    def _release_lock(self) -> None:
+        data_lock, self.data_lock = self.data_lock, None
+        if data_lock is not None:
+            data_lock.release()
 
     def _unbind(self) -> None:
-        """Undo a start that could not bind everything."""
+        """Close what a start that could not finish had bound."""
         if self._sweep_handle is not None:
             self._sweep_handle.cancel()
             self._sweep_handle = None
         for listener in self.listeners:
             listener.server.close()
         self.listeners = []
-        self._stop_transactions()
-        self._stop_share()
-        self.coordinator.stop()
-        self.cluster.close()
+        if self.metrics is not None:
+            self.metrics.stop()
 
     async def _bind(self) -> None:
         loop = asyncio.get_running_loop()
@@ -379,10 +431,10 @@ class Broker:
                 else:
                     factory = lambda listener=listener: KafkaConnection(self, listener)  # noqa: E731
                 host, port = spec.bind_address()
-                listener.server = await loop.create_server(factory, host, port, reuse_address=True)
+                listener.server = await loop.create_server(factory, host, port, reuse_address=True, start_serving=False)
                 listener.port = listener.server.sockets[0].getsockname()[1]
                 self.listeners.append(listener)
-                log.info("listening", listener=spec.name, protocol=spec.protocol, host=host, port=listener.port, data_dir=str(self.config.data_dir))
+                listen_now(listener.server)
         except OSError:
             self.failed_bind = (spec.name, spec.host, spec.port)
             self._unbind()
@@ -424,6 +476,7 @@ class Broker:
         for conn in list(self.connections):
             conn.close()
         self.cluster.close()
+        self._release_lock()
         log.info("stopped")
 
     def _reap_hung_up(self, paused: list[KafkaConnection]) -> None:
@@ -478,20 +531,46 @@ class Broker:
 
     # -- request memory (queued.max.request.bytes) ---------------------------
     def _pool_over(self, conn: KafkaConnection, completed: bool) -> None:
-        """``conn`` took the broker to or past the limit."""
+        """``conn`` took the broker to or past the limit: hold back the connections in the
+        middle of a large frame, but one; past ``request_bytes_hard``, every connection."""
+        large = conn.in_large_frame
         if not self.pool_full:
             self.pool_full = True
             self.pool_episodes += 1
             for c in self.connections:
-                c._pause(_POOL)
+                if c.in_large_frame:
+                    c._pause(_POOL)
             self._pick_exempt()
         elif conn is self.pool_exempt:
             if completed or self.request_bytes >= self.request_bytes_cap:  # its frame is in, or it holds too much
                 self.pool_exempt = None
-                conn._pause(_POOL)
+                if large:
+                    conn._pause(_POOL)
                 self._pick_exempt()
-        else:
+        elif large:
             conn._pause(_POOL)
+        if self.request_bytes >= self.request_bytes_hard and not self.pool_capped:
+            self.pool_capped = True
+            self.pool_exempt = None
+            for c in self.connections:
+                c._pause(_POOL)
+
+    def _pool_uncap(self) -> None:
+        """Half a reserve below ``request_bytes_hard`` again: read small requests again."""
+        self.pool_capped = False
+        for c in self.connections:
+            if not c.in_large_frame:
+                c._resume(_POOL)
+        if self.pool_exempt is None:
+            self._pick_exempt()
+
+    def pool_released(self) -> None:
+        """Request bytes were given back while the pool is full."""
+        total = self.request_bytes
+        if total < self.request_bytes_resume:
+            self._pool_clear()
+        elif self.pool_capped and total < self.request_bytes_unhard:
+            self._pool_uncap()
 
     def _pick_exempt(self) -> None:
         """Let the connection furthest into a frame (and held back by nothing else) finish it."""
@@ -504,7 +583,7 @@ class Broker:
             for c in self.connections:
                 if c.paused == _POOL and c.proto is not None and c not in skip:
                     frames = c.proto._frames
-                    if frames.in_frame and frames.buffered > most:
+                    if frames.in_large_frame and frames.buffered > most:
                         best, most = c, frames.buffered
             if best is not None or not skip or attempt:
                 break
@@ -517,6 +596,7 @@ class Broker:
     def _pool_clear(self) -> None:
         """Back under the resume mark: read from everyone again."""
         self.pool_full = False
+        self.pool_capped = False
         self.pool_exempt = None
         self._exempt_skip.clear()
         for c in self.connections:
@@ -721,6 +801,16 @@ class KafkaConnection(asyncio.Protocol):
     def reading(self) -> bool:
         return not self.paused
 
+    @property
+    def in_large_frame(self) -> bool:
+        """Part of a frame of ``LARGE_FRAME`` bytes or more is here, the rest still to come."""
+        proto = self.proto
+        return proto is not None and proto._frames.in_large_frame
+
+    def _hold(self) -> None:
+        if self.paused and not self.closing:
+            self.transport.pause_reading()
+
     # -- asyncio.Protocol -------------------------------------------------
     def connection_made(self, transport, admitted: bool = False) -> None:
         """``admitted``: counted in already, at accept (a TLS connection, after its handshake)."""
@@ -735,8 +825,10 @@ class KafkaConnection(asyncio.Protocol):
         broker.connections.add(self)
         if broker.metrics is not None:
             broker.metrics.connection_opened(self)
-        if broker.pool_full:
+        if broker.pool_capped:
             self._pause(_POOL)
+            # uvloop starts reading once connection_made has returned, whatever it was told here
+            broker.loop.call_soon(self._hold)
         listener = self.listener
         security = listener.security if listener is not None else None
         if security is not None:  # a listener with TLS or SASL (modules imported only then)
@@ -783,9 +875,12 @@ class KafkaConnection(asyncio.Protocol):
         if events:
             if self.expires is not None and self._session_over(events):
                 return
+            arrivals = broker.arrivals
             for event in events:
                 if type(event) is Request:
                     added += event.size + 4
+                    if event.api_key in LIVENESS_APIS:
+                        arrivals.arrived(event)  # evidence of life before the handler runs
             if queue is None:  # kept only while the connection is busy
                 queue = self.queue = deque(events)
             else:
@@ -865,6 +960,11 @@ class KafkaConnection(asyncio.Protocol):
         broker.request_bytes -= held
         broker.trim_due += held + _CONN_FREED
         self.proto = None
+        queue = self.queue
+        if queue:
+            for event in queue:
+                if type(event) is Request and event.api_key in LIVENESS_APIS:
+                    broker.arrivals.started(event)  # never handled: no longer evidence of life
         self.queue = None
         self.ctx = None
         self.held_out = None
@@ -875,8 +975,8 @@ class KafkaConnection(asyncio.Protocol):
             if broker.pool_full:
                 broker._pick_exempt()
         broker._exempt_skip.discard(self)
-        if broker.pool_full and broker.request_bytes < broker.request_bytes_resume:
-            broker._pool_clear()
+        if broker.pool_full:
+            broker.pool_released()
 
     # -- SASL -------------------------------------------------------------
     def _authenticate(self, data: bytes) -> None:
@@ -1080,7 +1180,14 @@ class KafkaConnection(asyncio.Protocol):
 
     def _pump(self) -> None:
         """Hand what is left of ``sending`` to the kernel; wait for the socket or the transport
-        where it is full."""
+        where it is full. Never raises: it runs from the task and as the event loop's writer
+        callback, which an exception would leave registered, called again and again."""
+        try:
+            self._pump_parts()
+        except Exception as exc:  # noqa: BLE001 - a broker bug: close this connection only
+            self._send_failed(exc)
+
+    def _pump_parts(self) -> None:
         sending = self.sending
         if sending is None or self.closing:
             return
@@ -1091,6 +1198,13 @@ class KafkaConnection(asyncio.Protocol):
                 sending.popleft()
                 transport.write(part)
                 continue
+            if not part.size:  # nothing (left) to send of it
+                sending.popleft()
+                part.release()
+                continue
+            if transport.is_closing():  # the write before failed (the client has gone): connection_lost follows
+                self._drop_sending()
+                return
             if not self.files:  # through the transport, a piece at a time
                 if self.tpaused:
                     return  # resume_writing carries on
@@ -1099,7 +1213,7 @@ class KafkaConnection(asyncio.Protocol):
                     data = part.read(n)
                 except OSError as exc:
                     self.log.warning("closing connection: a fetched segment could not be read", error=str(exc))
-                    self.abort()
+                    self._abort_soon()
                     return
                 if len(data) < n:
                     self._cut_short(part)
@@ -1119,7 +1233,7 @@ class KafkaConnection(asyncio.Protocol):
                 break
             except OSError as exc:  # the client has gone (reset, broken pipe)
                 self.log.debug("closing connection: sendfile failed", error=str(exc))
-                self.abort()
+                self._abort_soon()
                 return
             if not sent:
                 self._cut_short(part)
@@ -1143,9 +1257,30 @@ class KafkaConnection(asyncio.Protocol):
         self._pause(_WRITE)
 
     def _cut_short(self, part: FileRegion) -> None:
-        """The file ends before the region does: it was truncated under the answer."""
+        """The file ends before the region does: it was truncated under the answer. The frame
+        cannot be finished, so the connection closes (what was sent of it is cut short)."""
         self.log.warning("closing connection: a fetched segment file was cut short while sent", region=repr(part))
-        self.abort()
+        self._abort_soon()
+
+    def _abort_soon(self) -> None:
+        """``abort`` from ``_pump``, which may run inside the transport's ``resume_writing``: the
+        stdlib loop's transport must not be closed there (its write callback, finding it closing
+        and its buffer empty, would end the connection a second time: an exception in the event
+        loop). Nothing more is written meanwhile."""
+        self.closing = True
+        self._drop_sending()
+        self.broker.loop.call_soon(self.abort)
+
+    def _send_failed(self, exc: Exception) -> None:
+        """Sending an answer raised: a broker bug. Logged and reported as a handler's failure
+        (tests fail on it), and only this connection is closed."""
+        # only a Fetch answer is sent this way; its request may be gone (the task ended)
+        event = Request(1, -1, -1, self.client_id, None, 0)
+        self.log.error("handler failed", api="Fetch", stage="sending the answer", exc_info=exc)
+        hook = self.broker.on_handler_error
+        if hook is not None:
+            hook("Fetch", event, exc)
+        self._abort_soon()
 
     def _watch(self) -> bool:
         """Watch a duplicate of the socket's descriptor, within the broker's budget of
@@ -1168,7 +1303,14 @@ class KafkaConnection(asyncio.Protocol):
         self._unwatch()
         try:
             for part in sending:
-                self.transport.write(part.read() if type(part) is FileRegion else part)
+                if type(part) is FileRegion:
+                    data = part.read()
+                    if len(data) < part.size:  # the file was cut short: the frame cannot be finished
+                        self.log.warning("closing connection: a fetched segment file was cut short while sent", region=repr(part))
+                        self.abort()
+                        return
+                    part = data
+                self.transport.write(part)
         except OSError as exc:
             self.log.warning("closing connection: a fetched segment could not be read", error=str(exc))
             self.abort()
@@ -1194,8 +1336,8 @@ class KafkaConnection(asyncio.Protocol):
     def _released(self, n: int) -> None:
         """A request of ``n`` bytes was handled (the uncommon cases: large, or the pool full)."""
         broker = self.broker
-        if broker.pool_full and broker.request_bytes < broker.request_bytes_resume:
-            broker._pool_clear()
+        if broker.pool_full:
+            broker.pool_released()
         if n >= _LARGE:
             broker.trim_due += n
 
@@ -1230,6 +1372,8 @@ class KafkaConnection(asyncio.Protocol):
                             await self._settle()
                             if self.closing:
                                 return
+                        if event.api_key in LIVENESS_APIS:
+                            broker.arrivals.started(event)
                         out = self._start(event)
                         if out is _STARTED:
                             continue
@@ -1238,6 +1382,8 @@ class KafkaConnection(asyncio.Protocol):
                             await self._settle()  # any other request waits until the pipelined ones are answered
                             if self.closing:
                                 return
+                        if type(event) is Request and event.api_key in LIVENESS_APIS:
+                            broker.arrivals.started(event)
                         out = await self._dispatch(event)
                     if self.closing:  # connection_lost has given back what it held
                         return
@@ -1592,8 +1738,15 @@ async def run(config: BrokerConfig) -> int:
     t0 = time.monotonic()
     try:
         await broker.start()
+    except datadir.DataDirError as exc:
+        log.error(str(exc), **exc.fields)
+        return 1
     except OSError as exc:
-        name, host, port = getattr(broker, "failed_bind", ("?", "?", "?"))
+        failed_bind = getattr(broker, "failed_bind", None)
+        if failed_bind is None:  # reading the data directory failed
+            log.error("cannot start", data_dir=str(config.data_dir), error=str(exc))
+            return 1
+        name, host, port = failed_bind
         log.error("cannot listen", listener=name, host=host, port=port, error=str(exc))
         return 1
     except RuntimeError as exc:
@@ -1616,6 +1769,18 @@ async def run(config: BrokerConfig) -> int:
     log.info("shutting down")
     await broker.stop()
     return 0
+
+
+def listen_now(server) -> None:
+    """Put a server made with ``start_serving=False`` in the listening state now. Bound but not
+    listening, its port could still be bound by another process (SO_REUSEADDR), which would
+    then find out only after loading its data directory; accepting waits for start_serving()."""
+    for transport_socket in server.sockets:
+        sock = socket.socket(fileno=transport_socket.fileno())
+        try:
+            sock.listen(_BACKLOG)
+        finally:
+            sock.detach()  # the server owns the descriptor
 
 
 def ready_lines(broker: Broker) -> str:

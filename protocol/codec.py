@@ -12,6 +12,8 @@
    dataclass per version; ``build`` fills one from plain dicts and lists, so a
    handler describes its answer once and every version takes the fields it
    has. A key that no version has is refused, so a typo cannot drop a field.
+   A ``records`` field may hold a region of a file (``protocol/regions.py``):
+   it is read here, since kio writes bytes.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from kio.serial._introspect import (
     is_optional,
 )
 from kio.static.primitive import i32Timedelta, i64Timedelta
+
+from .regions import Region
 
 __all__ = [
     "DecodeError",
@@ -612,6 +616,9 @@ def _convert_primitive(kafka_type: str, optional: bool, value: Any) -> Any:
         if value < 0:
             return None if optional else datetime.datetime.fromtimestamp(0, _UTC)
         return datetime.datetime.fromtimestamp(value / 1000, _UTC)
+    if kafka_type == "records" and isinstance(value, Region):
+        # records left in a file (protocol/regions.py): kio writes bytes, so they are read here
+        return value.read()
     return value
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
+from .regions import Region
+
 _I32 = struct.Struct(">i")
 _HEAD0 = struct.Struct(">ii")  # size, correlation id
 _I16 = struct.Struct(">h")
@@ -197,18 +199,33 @@ _FETCH_PART5 = struct.Struct(">ihqqq")  # ... and log start offset (v5+)
 _ABORTED = struct.Struct(">qq")
 _ZERO_UUID = b"\x00" * 16
 # records shorter than this are copied into the frame; longer ones are handed
-# to the transport as they are (one more buffer for its writev)
+# to the transport as they are (one more buffer for its writev), and so is a
+# Region of any size (protocol/regions.py: not in memory, nothing to copy)
 FETCH_INLINE = 4096
+
+
+def _hand_over(chunks: list | None, out: bytearray, records) -> list:
+    """The answer's buffers so far, then ``records`` as a buffer of its own."""
+    if chunks is None:
+        return [out, records]
+    chunks.append(out)
+    chunks.append(records)
+    return chunks
 
 
 def fetch(version: int, correlation_id: int, body: dict):
     """Fetch v4-18 (flexible from v12), with kio's defaults for absent fields.
 
     Returns ``bytes``, or, when some partition's records are at least
-    ``FETCH_INLINE`` bytes, a list of buffers to write in order (with
-    ``transport.writelines``): the fields around the records in bytearrays and
-    the records themselves as given (bytes or memoryviews into the segment's
-    pread buffer), never copied. The frame's size prefix counts them all.
+    ``FETCH_INLINE`` bytes or a ``Region`` (protocol/regions.py) of any size but
+    0, a list of buffers to write in order (with ``transport.writelines``, or
+    ``KafkaConnection._send_files`` when it holds regions): the fields around
+    the records in bytearrays and the records themselves as given (bytes,
+    memoryviews into the segment's pread buffer, regions of its file), never
+    copied. The frame's size prefix counts them all. Records of any other type
+    (a handler bug) raise ``TypeError`` here when under ``FETCH_INLINE``, and
+    fail when written otherwise: a handler failure either way, never bytes
+    that are not the records.
     Tagged fields are written empty: the handler sets none (diverging epoch,
     current leader, snapshot id, node endpoints).
     """
@@ -261,7 +278,14 @@ def fetch(version: int, correlation_id: int, body: dict):
                 n = len(records)
                 out += _uvarint(n + 1) if flexible else _I32.pack(n)
                 if n < FETCH_INLINE:
-                    out += records
+                    try:
+                        out += records
+                    except TypeError:  # not bytes-like: a Region (the only other kind), whatever its size a buffer of its own
+                        if not isinstance(records, Region):
+                            raise TypeError(f"Fetch records must be bytes-like or a Region, not {type(records).__name__}") from None
+                        if n:  # a region of no bytes has nothing to send
+                            chunks = _hand_over(chunks, out, records)
+                            out = bytearray()
                 else:
                     if chunks is None:
                         chunks = [out]

@@ -65,6 +65,12 @@ class FrameDecoder:
         """Whether part of a frame (or of its size prefix) has been received."""
         return self._need >= 0 or len(self._buf) > 0
 
+    @property
+    def in_large_frame(self) -> bool:
+        """Whether part of a frame of ``LARGE_FRAME`` bytes or more has been received (and
+        the rest of it is still to come): what a broker short of request memory holds back."""
+        return self._pieces is not None
+
     def take_pending(self) -> bytes:
         """The bytes received and not yet handed out as a frame, as they came (size prefix
         included), and a decoder emptied of them: what a connection that changes decoders

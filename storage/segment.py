@@ -30,6 +30,7 @@ from pathlib import Path
 from collections.abc import Iterator
 
 from protocol.records import HEADER_SIZE, BatchHeader, iter_records, read_header, scan_valid_prefix
+from protocol.regions import Region
 
 from .index import OffsetIndex, TimeIndex
 from .txn import ENTRY_SIZE, TXNINDEX_SUFFIX
@@ -93,13 +94,14 @@ def _pread_all(fd: int, n: int, pos: int) -> bytes:
     return data
 
 
-class FileRegion:
+class FileRegion(Region):
     """Whole batches of a segment file, not read into memory: ``size`` bytes at ``pos``.
 
-    A Fetch answer carries them in place of the bytes, and the connection sends
-    them from the file (broker/server.py): with ``sendfile``, or read a piece at a
-    time as the client takes them. ``last_offset`` is that of the last batch.
-    ``pos`` and ``size`` advance as the bytes are sent.
+    A Fetch answer carries them in place of the bytes (a ``protocol.regions.Region``,
+    which the encoders know), and the connection sends them from the file
+    (broker/server.py): with ``sendfile``, or read a piece at a time as the client
+    takes them. ``last_offset`` is that of the last batch. ``pos`` and ``size``
+    advance as the bytes are sent.
     """
 
     __slots__ = ("fh", "fd", "pinned", "pos", "size", "last_offset")

@@ -16,6 +16,47 @@ from typing import Any
 
 COMMANDS = ("topics", "groups", "transactions", "health")
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+# Kafka's group states (org.apache.kafka.common.GroupState): classic, consumer (KIP-848) and share
+# groups'; ``--state`` takes them in any case, as kafka-consumer-groups.sh does
+GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling", "NotReady")
+
+
+class UsageError(ValueError):
+    """A bad option value found after parsing: one line, exit status 2."""
+
+
+def _group_states(given: list[str] | None) -> list[str] | None:
+    """``--state`` values (repeatable or comma-separated) as Kafka's names, or UsageError."""
+    if not given:
+        return None
+    by_lower = {s.lower(): s for s in GROUP_STATES}
+    out = []
+    for word in (w.strip() for value in given for w in value.split(",")):
+        if word.lower() not in by_lower:
+            raise UsageError(f"invalid group state {word!r}; valid states are: {', '.join(GROUP_STATES)}")
+        out.append(by_lower[word.lower()])
+    return out
+
+
+def _check_connection_options(args: argparse.Namespace) -> None:
+    """``--bootstrap`` and ``--timeout``, checked before any connection (UsageError)."""
+    import math
+
+    from .client import parse_address
+
+    timeout = args.timeout
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise UsageError(f"--timeout must be a positive number of seconds, got {timeout:g}")
+    addresses = [a for a in args.bootstrap.split(",") if a.strip()]
+    if not addresses:
+        raise UsageError("--bootstrap names no broker")
+    for address in addresses:
+        try:
+            host, port = parse_address(address)
+        except ValueError:
+            host, port = None, None
+        if not host or port is None or not 0 < port < 65536:
+            raise UsageError(f"--bootstrap: {address.strip()!r} is not host:port (a port from 1 to 65535)")
 
 
 # ==================================================================== parser
@@ -290,12 +331,14 @@ def _groups(client, args) -> int:
         return 1 if missing else 0
     if args.action == "lag":
         lag = ops.group_lag(client, args.group)
+        missing = lag["state"] == "Dead" and not lag["partitions"]
         if args.json:
             _emit_json(lag)
-            return 0
-        if lag["state"] == "Dead" and not lag["partitions"]:
+        if missing:
             print(f"kafkalite: consumer group '{args.group}' does not exist.", file=sys.stderr)
             return 1
+        if args.json:
+            return 0
         if lag["state"] in ("Empty", "Dead", "empty"):
             print(f"Consumer group '{args.group}' has no active members.", file=sys.stderr)
         table(
@@ -345,10 +388,15 @@ def _groups(client, args) -> int:
             if exc.code is not None and exc.code.name == "unknown_topic_or_partition":
                 raise AdminError(f"this broker has no {ops.EVENTS_TOPIC} topic: group history is published by kafkalite only") from exc
             raise
+        # no events: say so when the group does not exist either (a deleted group keeps its history)
+        missing = not events and ops.describe_group(client, args.group)["state"] == "Dead"
         if args.json:
             _emit_json(events)
-        else:
+        elif not missing:
             table(["TIME", "EVENT", "GENERATION", "DETAILS"], [history_row(e) for e in events])
+        if missing:
+            print(f"kafkalite: consumer group '{args.group}' does not exist.", file=sys.stderr)
+            return 1
         return 0
     raise AssertionError(args.action)
 
@@ -406,10 +454,16 @@ def run(args: argparse.Namespace) -> int:
     from .client import AdminClient, AdminError
 
     try:
+        _check_connection_options(args)
+        if args.command == "groups" and args.action == "list":
+            args.state = _group_states(args.state)
         if args.command == "health":
             return _health(args)
         with AdminClient(args.bootstrap, timeout=args.timeout) as client:
             return {"topics": _topics, "transactions": _transactions}.get(args.command, _groups)(client, args)
+    except UsageError as exc:
+        print(f"kafkalite {args.command}: {exc}", file=sys.stderr)
+        return 2
     except AdminError as exc:
         print(f"kafkalite: {exc}", file=sys.stderr)
         return 1

@@ -67,6 +67,7 @@ CLIENT_RANGES: dict[int, tuple[int, int]] = {
 }
 
 # errors after which the coordinator is looked up again
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
 _COORDINATOR_ERRORS = {
     ErrorCode.not_coordinator,
     ErrorCode.coordinator_not_available,
@@ -204,7 +205,7 @@ class AdminClient:
             raise AdminError("no bootstrap address given")
         self._nodes: dict[int, Connection] = {}
         self._addresses: dict[int, tuple[str, int]] = {}
-        self._coordinators: dict[str, int] = {}
+        self._coordinators: dict[tuple[int, str], int] = {}  # (key type, key) -> node id
         self._boot: Connection | None = None
 
     def __enter__(self) -> AdminClient:
@@ -275,28 +276,30 @@ class AdminClient:
         return {tp: out[tp] for tp in partitions if tp in out}
 
     # ---------------------------------------------------------------- groups
-    def coordinator(self, group_id: str, refresh: bool = False) -> Connection:
-        if refresh or group_id not in self._coordinators:
+    def coordinator(self, group_id: str, refresh: bool = False, key_type: int = GROUP_KEY) -> Connection:
+        """The coordinator of a group (``key_type`` GROUP_KEY) or a transactional id (TRANSACTION_KEY)."""
+        cache = (key_type, group_id)
+        if refresh or cache not in self._coordinators:
             deadline = time.monotonic() + self.timeout
             while True:
-                node_id, code, message = self._find_coordinator(group_id)
+                node_id, code, message = self._find_coordinator(group_id, key_type)
                 if code == ErrorCode.none:
                     break
                 if code not in _COORDINATOR_ERRORS or time.monotonic() > deadline:
                     check(code, f"FindCoordinator({group_id})", message)
                 time.sleep(0.2)
-            self._coordinators[group_id] = node_id
-        return self.node(self._coordinators[group_id])
+            self._coordinators[cache] = node_id
+        return self.node(self._coordinators[cache])
 
     def coordinator_id(self, group_id: str) -> int:
         self.coordinator(group_id)
-        return self._coordinators[group_id]
+        return self._coordinators[(GROUP_KEY, group_id)]
 
-    def _find_coordinator(self, group_id: str) -> tuple[int, ErrorCode, str | None]:
+    def _find_coordinator(self, group_id: str, key_type: int = GROUP_KEY) -> tuple[int, ErrorCode, str | None]:
         conn = self.any
 
         def body(v: int) -> dict:
-            return {"key_type": 0, "key": group_id, "coordinator_keys": [group_id]}
+            return {"key_type": key_type, "key": group_id, "coordinator_keys": [group_id]}
 
         _, resp = conn.request(FIND_COORDINATOR, body)
         if hasattr(resp, "coordinators"):
@@ -308,12 +311,13 @@ class AdminClient:
             self._addresses[node_id] = (host, port)
         return node_id, error_code(code), message
 
-    def group_request(self, group_id: str, api_key: int, body: Callable[[int], dict], error_of: Callable[[Any], Any]) -> tuple[int, Any]:
-        """Send to the group's coordinator; look it up again while the answer says it moved or is loading."""
+    def group_request(self, group_id: str, api_key: int, body: Callable[[int], dict], error_of: Callable[[Any], Any],
+                      key_type: int = GROUP_KEY) -> tuple[int, Any]:
+        """Send to the group's (or transactional id's) coordinator; look it up again while the answer says it moved or is loading."""
         deadline = time.monotonic() + self.timeout
         refresh = False
         while True:
-            conn = self.coordinator(group_id, refresh=refresh)
+            conn = self.coordinator(group_id, refresh=refresh, key_type=key_type)
             version, resp = conn.request(api_key, body)
             code = error_code(error_of(resp))
             if code not in _COORDINATOR_ERRORS or time.monotonic() > deadline:

@@ -28,6 +28,7 @@ from .client import (
     LIST_OFFSETS,
     OFFSET_COMMIT,
     OFFSET_FETCH,
+    TRANSACTION_KEY,
     AdminClient,
     AdminError,
     check,
@@ -441,6 +442,8 @@ def reset_offsets(
                 wanted.append((t, p))
     else:
         wanted = sorted(committed)
+        if not wanted and state.lower() == "dead":
+            raise AdminError(f"consumer group '{group}' does not exist; name the partitions to give it offsets with --topic")
         if not wanted:
             raise AdminError(f"group '{group}' has no committed offsets; name the partitions to reset with --topic")
     starts = list_offsets(client, {tp: EARLIEST for tp in wanted})
@@ -579,14 +582,14 @@ def list_transactions(client: AdminClient, states: list[str] | None = None) -> l
 
 
 def describe_transaction(client: AdminClient, transactional_id: str) -> dict:
-    """DescribeTransactions for one id, asked of every broker until its coordinator answers."""
-    last = None
-    for conn in client.all_nodes():
-        _, resp = conn.request(DESCRIBE_TRANSACTIONS, lambda v: {"transactional_ids": [transactional_id]})
-        state = resp.transaction_states[0]
-        last = state
-        if error_code(state.error_code) != ErrorCode.not_coordinator:
-            break
+    """DescribeTransactions for one id, asked of its coordinator (FindCoordinator, as Kafka's admin
+    client: which makes ``__transaction_state`` on a broker that has none yet). An unknown id:
+    AdminError TRANSACTIONAL_ID_NOT_FOUND."""
+    _, resp = client.group_request(
+        transactional_id, DESCRIBE_TRANSACTIONS, lambda v: {"transactional_ids": [transactional_id]},
+        lambda r: r.transaction_states[0].error_code, key_type=TRANSACTION_KEY,
+    )
+    last = resp.transaction_states[0]
     check(last.error_code, f"DescribeTransactions {transactional_id}")
     start = last.transaction_start_time
     return {

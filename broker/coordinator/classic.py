@@ -278,8 +278,17 @@ class ClassicGroups:
             return []
         if group.has_all_members_joined():
             return self.complete_join(group)
-        self.timers.schedule(_join_key(group.group_id), group.rebalance_timeout_ms(), lambda: self.complete_join(group))
+        self.timers.schedule(_join_key(group.group_id), group.rebalance_timeout_ms(), lambda: self._join_timeout(group))
         return []
+
+    def _join_timeout(self, group: ClassicGroup, until: int | None = None) -> list | Result:
+        """The rebalance timeout of the join phase: members that did not rejoin are dropped,
+        unless a JoinGroup of theirs has arrived and waits to be handled."""
+        late = [m.member_id for m in group.members.values() if not m.awaiting_join]
+        if self.shard.defer_expiry(_join_key(group.group_id), group.group_id, late, group.rebalance_timeout_ms(), until,
+                                   lambda until: self._join_timeout(group, until)):
+            return []
+        return self.complete_join(group)
 
     def _schedule_initial_join(self, group: ClassicGroup, delay: int, remaining: int) -> None:
         gid = group.group_id
@@ -316,7 +325,7 @@ class ClassicGroups:
                 self._note(group, "left", member.member_id, "did not rejoin before the rebalance timeout")
         if group.members and not any(m.awaiting_join for m in group.members.values()):
             # only static members that did not rejoin are left: wait another round
-            self.timers.schedule(_join_key(group.group_id), group.rebalance_timeout_ms(), lambda: self.complete_join(group))
+            self.timers.schedule(_join_key(group.group_id), group.rebalance_timeout_ms(), lambda: self._join_timeout(group))
             return []
         if group.leader_id is None or not group.members[group.leader_id].awaiting_join:
             group.leader_id = next((m.member_id for m in group.members.values() if m.awaiting_join), group.leader_id)
@@ -373,11 +382,14 @@ class ClassicGroups:
             "members": members,
         }
 
-    def _expire_pending_sync(self, group: ClassicGroup, generation: int) -> list:
+    def _expire_pending_sync(self, group: ClassicGroup, generation: int, until: int | None = None) -> list:
         if generation != group.generation or group.state not in (COMPLETING_REBALANCE, STABLE):
             return []
         if not group.pending_sync:
             return []
+        if self.shard.defer_expiry(_sync_key(group.group_id), group.group_id, list(group.pending_sync), group.rebalance_timeout_ms(), until,
+                                   lambda until: self._expire_pending_sync(group, generation, until)):
+            return []  # a SyncGroup has arrived and is handled next
         for member_id in list(group.pending_sync):
             member = group.members.get(member_id)
             if member is not None:
@@ -602,15 +614,19 @@ class ClassicGroups:
         if member is not None and group.state in (STABLE, PREPARING_REBALANCE):
             self._schedule_heartbeat(group, member)
 
-    def _expire_heartbeat(self, group_id: str, member_id: str) -> list:
+    def _expire_heartbeat(self, group_id: str, member_id: str, until: int | None = None) -> list:
         group = self.groups.get(group_id)
         if group is None or not isinstance(group, ClassicGroup) or group.state == DEAD:
             return []
+        member = group.members.get(member_id)
+        limit = member.session_timeout_ms if member is not None else self.config.new_member_join_timeout_ms
+        if self.shard.defer_expiry(_hb_key(group_id, member_id), group_id, (member_id,), limit, until,
+                                   lambda until: self._expire_heartbeat(group_id, member_id, until), session=True):
+            return []  # its heartbeat (or join) has arrived and is handled next
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
             self._event(group, "pending member expired", member=member_id)
             return self._maybe_complete_join(group, even_initial=True)
-        member = group.members.get(member_id)
         if member is None:
             return []
         if not member.is_new and (member.awaiting_join or member.awaiting_sync):

@@ -374,7 +374,7 @@ class ConsumerGroups(ShardPart):
         self._update_and_reconcile(group, member, p, is_new=is_new, replaced=replaced, classic=classic)
         self.schedule_session(group, member, session_timeout_ms)
         gid, mid = group.group_id, member.member_id
-        self.timers.schedule(_join_key(gid, mid), max(member.rebalance_timeout_ms, 0), lambda: self._expire(gid, mid, "did not send SyncGroup within the rebalance timeout"))
+        self.timers.schedule(_join_key(gid, mid), max(member.rebalance_timeout_ms, 0), lambda: self._expire(gid, mid, "did not send SyncGroup within the rebalance timeout", key=_join_key))
         return member
 
     def cancel_join_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
@@ -510,13 +510,23 @@ class ConsumerGroups(ShardPart):
             timeout_ms = member.classic.session_timeout_ms if member.classic is not None else self.config.consumer_session_timeout_ms(gid)
         self.timers.schedule(_session_key(gid, mid), timeout_ms, lambda: self._expire(gid, mid, "session timeout expired"))
 
-    def _expire(self, group_id: str, member_id: str, reason: str, epoch: int | None = None) -> list:
+    def _expire(self, group_id: str, member_id: str, reason: str, epoch: int | None = None, key=None, until: int | None = None) -> list:
         group = self.groups.get(group_id)
         if not isinstance(group, ConsumerGroup):
             return []
         member = group.members.get(member_id)
         if member is None or (epoch is not None and (member.member_epoch != epoch or member.state != UNREVOKED_PARTITIONS)):
             return []
+        key = key or _session_key
+        if key is not _session_key:
+            limit = max(member.rebalance_timeout_ms, 0)
+        elif member.classic is not None:
+            limit = member.classic.session_timeout_ms
+        else:
+            limit = self.config.consumer_session_timeout_ms(group_id)
+        if self.shard.defer_expiry(key(group_id, member_id), group_id, (member_id,), limit, until,
+                                   lambda until: self._expire(group_id, member_id, reason, epoch, key, until), session=key is _session_key):
+            return []  # a heartbeat of it has arrived and is handled next
         if self.shard.migration.can_downgrade_without(group, member_id):
             self.shard.migration.downgrade(group, member_id)  # instead of fencing, as Kafka does
             return []
@@ -704,7 +714,7 @@ class ConsumerGroups(ShardPart):
 
     def schedule_rebalance(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         gid, mid, ep = group.group_id, member.member_id, member.member_epoch
-        self.timers.schedule(_rebalance_key(gid, mid), max(member.rebalance_timeout_ms, 0), lambda: self._expire(gid, mid, "did not revoke its partitions within the rebalance timeout", ep))
+        self.timers.schedule(_rebalance_key(gid, mid), max(member.rebalance_timeout_ms, 0), lambda: self._expire(gid, mid, "did not revoke its partitions within the rebalance timeout", ep, _rebalance_key))
 
     def on_loaded(self, group: ConsumerGroup) -> None:
         """After a load: session timers for every member, rebalance timers for members mid-revocation."""

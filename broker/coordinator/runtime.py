@@ -134,10 +134,11 @@ class _BatchFuture(asyncio.Future):
 
 class ShardRuntime:
     def __init__(self, index: int, partition, config: GroupConfig, *, fsync_always: bool, log, clock_ms: Callable[[], int] = _now_ms, metadata=None,
-                 watch: LoopWatch | None = None, publisher=None) -> None:
+                 watch: LoopWatch | None = None, publisher=None, arrivals=None) -> None:
         self.metadata = metadata
         self.publisher = publisher  # events.EventPublisher: the group event stream, or None
         self.watch = watch
+        self.arrivals = arrivals  # arrivals.Arrivals: requests read and queued, not handled yet
         self.index = index
         self.partition = partition  # broker.cluster.Partition of __consumer_offsets
         self.config = config
@@ -162,6 +163,8 @@ class ShardRuntime:
         shard = GroupShard(
             self.index, self.config, self.clock_ms, self.log, self.loop.create_future, self.submit, metadata=self.metadata,
             lost_ms=self.watch.lost_ms if self.watch is not None else None,
+            waiting=self.arrivals.waiting if self.arrivals is not None else None,
+            silent_ms=self.arrivals.silent_ms if self.arrivals is not None else None,
         )
         shard.timers.on_change = self._arm_timer
         return shard
@@ -416,6 +419,16 @@ class ShardRuntime:
 
     def _on_timer(self) -> None:
         self._timer_handle = None
+        if self.state != ACTIVE:
+            return
+        # due timers run two turns of the loop later, after it has polled its sockets once: a
+        # heartbeat that arrived while the timer came due is read and queued first, and the
+        # expiry sees it waiting (arrivals.py). One turn is not enough: libuv (uvloop) runs its
+        # timers before it polls, and asyncio runs a callback queued now before the I/O of its
+        # next poll.
+        self.loop.call_soon(self.loop.call_soon, self._fire_timers)
+
+    def _fire_timers(self) -> None:
         if self.state != ACTIVE:
             return
         try:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.errors import ErrorCode
 
 from ..logs import get_logger
+from .arrivals import Arrivals
 from .classic import JoinParams
 from .common import CoordinatorError, GroupConfig, Result
 from .consumer import HeartbeatParams
@@ -105,6 +106,8 @@ class GroupCoordinator:
         self._load_task: asyncio.Task | None = None
         self.loaded = asyncio.Event()
         self.watch: LoopWatch | None = None
+        # the connections record group members' requests here while they wait to be handled
+        self.arrivals = Arrivals()
         self._share_state = None  # the share-state hook (see share_state)
         self._share_tasks: set[asyncio.Task] = set()
 
@@ -126,7 +129,7 @@ class GroupCoordinator:
         self.shards = [
             ShardRuntime(
                 p.index, p, self.config, fsync_always=self.fsync_always, log=log, metadata=self.cluster.metadata, watch=self.watch,
-                publisher=publisher,
+                publisher=publisher, arrivals=self.arrivals,
             )
             for p in topic.partitions
         ]

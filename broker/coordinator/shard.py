@@ -123,6 +123,14 @@ class _EmptyMetadata:
         return []
 
 
+# how soon an expiry deferred for a request still waiting to be handled is checked again
+EXPIRY_RECHECK_MS = 50
+
+
+def _nobody_waiting(group_id: str, member_id: str) -> bool:
+    return False
+
+
 class GroupShard:
     def __init__(
         self,
@@ -134,6 +142,8 @@ class GroupShard:
         submit: Callable[[Callable], object] | None = None,
         metadata=None,
         lost_ms: Callable[[], int] | None = None,
+        waiting: Callable[[str, str], bool] | None = None,
+        silent_ms: Callable[[str, str], int | None] | None = None,
     ) -> None:
         self.index = index
         self.config = config
@@ -143,6 +153,9 @@ class GroupShard:
         # runs a follow-up operation outside the current one (a failed append's clean-up)
         self.submit = submit or (lambda op: None)
         self.lost_ms = lost_ms
+        # whether a request of (group id, member id) has arrived and waits to be handled (arrivals.py)
+        self.waiting = waiting or _nobody_waiting
+        self.silent_ms = silent_ms  # ms since a request of (group id, member id) was last read, or None
         self.timers = Timers(clock_ms, lost_ms)
         self.groups: dict[str, ClassicGroup] = _Groups()
         self._op: _Operation | None = None
@@ -352,6 +365,34 @@ class GroupShard:
         self.classic = ClassicGroups(self)
 
     # ================================================================ timers
+    def defer_expiry(self, key: str, group_id: str, member_ids, limit_ms: int, until: int | None, retry: Callable[[int | None], object],
+                     *, session: bool = False) -> bool:
+        """Liveness is judged from what arrived, not from when the loop got to it (arrivals.py).
+        Returns True, with the timer ``key`` armed again to call ``retry(until)``, when it must
+        not fire yet:
+
+        - one of ``member_ids`` has a request read and queued but not handled: checked again
+          ``EXPIRY_RECHECK_MS`` later (its handler, which runs before then, re-arms or cancels
+          the timer), for at most ``limit_ms`` past the first deferral (``until``), so a client
+          that queues requests and never reads its answers does not live for ever;
+        - for a session (``session``): a request of the member was read less than ``limit_ms``
+          ago (its session runs from then).
+        """
+        waiting = self.waiting
+        if any(waiting(group_id, m) for m in member_ids):
+            now = self.now_ms()
+            if until is None:
+                until = now + max(limit_ms, EXPIRY_RECHECK_MS)
+            if now < until:
+                self.timers.schedule(key, EXPIRY_RECHECK_MS, lambda: retry(until))
+                return True
+        if session and self.silent_ms is not None:
+            silent = min((ms for ms in map(lambda m: self.silent_ms(group_id, m), member_ids) if ms is not None), default=None)
+            if silent is not None and silent < limit_ms:
+                self.timers.schedule(key, max(limit_ms - silent, EXPIRY_RECHECK_MS), lambda: retry(None))
+                return True
+        return False
+
     def fire_timers(self) -> list:
         """Run due timers (inside ``run``); returns what they returned, flattened."""
         out: list = []

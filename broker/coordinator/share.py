@@ -222,11 +222,14 @@ class ShareGroups(ShardPart):
         gid, mid = group.group_id, member.member_id
         self.timers.schedule(_session_key(gid, mid), self.config.share_session_timeout_ms(gid), lambda: self._expire(gid, mid))
 
-    def _expire(self, group_id: str, member_id: str) -> list:
+    def _expire(self, group_id: str, member_id: str, until: int | None = None) -> list:
         group = self.groups.get(group_id)
         if isinstance(group, ShareGroup):
             member = group.members.get(member_id)
-            if member is not None:
+            if member is not None and not self.shard.defer_expiry(
+                _session_key(group_id, member_id), group_id, (member_id,), self.config.share_session_timeout_ms(group_id), until,
+                lambda until: self._expire(group_id, member_id, until), session=True,
+            ):
                 self.fence(group, member, "session timeout expired")
         return []
 

@@ -161,6 +161,8 @@ def broker_config_entries(ctx, *, synonyms: bool = False) -> list[dict]:
                 continue
             if s.topic is not None:
                 continue  # the hours/minutes forms: their value is in the .ms setting
+            if s.kind == "copies" and kafka_name not in computed:
+                continue  # replication settings: accepted, not used (one copy), not listed
             value = computed.get(kafka_name, _format(getattr(cfg, s.key, None)))
             if kafka_name in _LISTED_WHEN_SET and value in (None, _format(default_of(s))):
                 continue  # not a setting of Kafka's broker but of its authorizer: listed when the configuration has it

@@ -20,7 +20,13 @@ every ``--batch`` frames (a batch), new streams wait while:
 * the broker process must be alive;
 * a fresh client must get an ApiVersions and a Metadata answer;
 * the bystander, one connection open for the whole run, must get a Produce
-  answer and then read its record back with Fetch.
+  answer and then read its record back with Fetch;
+* on the same connection, a Fetch of ``tests/fuzz/shapes.py``'s topic (whose
+  partitions are laid out so that answers hold records in memory, regions of
+  the segment files of every size, or both, past the broker's 1 MiB of an
+  answer in memory), one shape and Fetch version after another, must return
+  exactly the records produced there (a failure counts as a bystander
+  failure). The same requests, for every Fetch version, are seeds too.
 
 And no fuzz connection may be hung. What a connection is owed comes from
 parsing its stream here with the broker's own
@@ -106,6 +112,7 @@ from protocol.connection import ProtocolError, Request, ServerConnection, Unsupp
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from protocol.records import Record, build_batch
 from tests.broker_process import BrokerProcess
+from tests.fuzz import shapes
 
 HOST = "127.0.0.1"
 HANG_BOUND = 10.0  # seconds a well-formed request may go unanswered before its connection counts as hung
@@ -861,6 +868,7 @@ class Report:
     answer_mismatches: list = field(default_factory=list)
     connect_failures: int = 0
     parked: int = 0
+    shape_checks: int = 0  # Fetch answers of tests/fuzz/shapes.py's topic checked record by record
     outcomes: dict = field(default_factory=dict)
     corpus_files: list = field(default_factory=list)
 
@@ -883,6 +891,7 @@ class Report:
             "answer_mismatches": len(self.answer_mismatches),
             "connect_failures": self.connect_failures,
             "parked": self.parked,
+            "shape_checks": self.shape_checks,
             "seconds": round(seconds, 2),
             "frames_per_s": round(self.frames_sent / seconds, 1) if seconds > 0 else 0.0,
             "outcomes": self.outcomes,
@@ -945,6 +954,8 @@ class Fuzzer:
         self.bystander: AsyncClient | None = None
         self.bystander_topic = f"bystander-{uuid.uuid4().hex[:8]}"
         self.bystander_offset = -1
+        self.shapes_id: uuid.UUID | None = None  # tests/fuzz/shapes.py's topic, once made
+        self.shapes_batches: list | None = None  # what it holds
         self.generator: Generator | None = None
         self.seeds_source = "tests/fuzz/network.py"
         self.signatures: set = set()  # handler failures already saved to the corpus
@@ -995,6 +1006,66 @@ class Fuzzer:
         code = int(resp.topics[0].error_code)
         if code not in (0, 36):  # none, topic already exists
             raise RuntimeError(f"cannot create the bystander topic: error {code}")
+
+    async def _ensure_shapes(self) -> None:
+        """Make tests/fuzz/shapes.py's topic and fill it, once (a restarted broker keeps it)."""
+        if self.shapes_id is not None:
+            return
+        await self._ensure_bystander()
+        client = self.bystander
+        resp = await client.request(CREATE_TOPICS, 7, {
+            "topics": [{"name": shapes.TOPIC, "num_partitions": len(shapes.LAYOUT), "replication_factor": 1}],
+            "timeout": 10_000,
+        })
+        code = int(resp.topics[0].error_code)
+        if code not in (0, 36):
+            raise RuntimeError(f"cannot create {shapes.TOPIC}: error {code}")
+        produced = shapes.batches()
+        if code == 0:
+            for p, batch, _ in produced:
+                answer = await client.request(PRODUCE, 9, {
+                    "acks": -1, "timeout": 10_000,
+                    "topic_data": [{"name": shapes.TOPIC, "partition_data": [{"index": p, "records": batch}]}],
+                })
+                code = int(answer.responses[0].partition_responses[0].error_code)
+                if code != 0:
+                    raise RuntimeError(f"cannot fill {shapes.TOPIC}: produce error {code}")
+            topic_id = resp.topics[0].topic_id
+        else:  # made by an earlier run on this data directory: its records are not known here
+            meta = await client.request(METADATA, 12, {"topics": [{"name": shapes.TOPIC}], "allow_auto_topic_creation": False})
+            topic_id, produced = meta.topics[0].topic_id, None
+        self.shapes_id, self.shapes_batches = topic_id, produced
+
+    def shape_seeds(self) -> list[Seed]:
+        """Fetches of tests/fuzz/shapes.py's answers: two shapes for every Fetch version."""
+        lo, hi = SUPPORTED[FETCH]
+        names = shapes.NAMES
+        out = []
+        for version in range(lo, hi + 1):
+            for name in (names[version % len(names)], names[(version + 1) % len(names)]):
+                payload = encode_request(FETCH, version, 1, shapes.fetch_body(self.shapes_id, name))
+                out.append(Seed(FETCH, version, payload, length_sites(FETCH, version, payload)))
+        return out
+
+    async def shapes_round_trip(self) -> str | None:
+        """One of tests/fuzz/shapes.py's answers, checked record by record; None when all is well."""
+        if self.shapes_batches is None:
+            return None
+        lo, hi = SUPPORTED[FETCH]
+        n = self.report.batches
+        version, name = lo + n % (hi - lo + 1), shapes.NAMES[n % len(shapes.NAMES)]
+        try:
+            if self.bystander is None:
+                return "no bystander connection"
+            resp = await self.bystander.request(FETCH, version, shapes.fetch_body(self.shapes_id, name))
+            problem = shapes.check_answer(resp, name, self.shapes_batches)
+        except Exception as exc:  # noqa: BLE001 - every failure is a finding
+            await self._drop_bystander()
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem is None:
+            self.report.shape_checks += 1
+            return None
+        return f"Fetch v{version} of {shapes.TOPIC} ({name}): {problem}"
 
     async def _drop_bystander(self) -> None:
         if self.bystander is not None:
@@ -1175,6 +1246,7 @@ class Fuzzer:
         self.broker = await self._launch(None, port)
         self.stderr_seen = 0
         await self._ensure_bystander()
+        await self._ensure_shapes()
 
     # -- the rolling run ------------------------------------------------------
     def _diagnose_hang(self, local_port: int | None) -> None:
@@ -1226,6 +1298,8 @@ class Fuzzer:
             await self._on_crash("crash", window)
             return False
         problem = await self.bystander_round_trip(str(self.report.batches))
+        if problem is None:
+            problem = await self.shapes_round_trip()
         fresh = await self.fresh_client()
         if self.broker.exited.is_set():
             await self._on_crash("crash", window)
@@ -1276,6 +1350,8 @@ class Fuzzer:
         hangs_saved = 0
         try:
             await self._ensure_bystander()
+            await self._ensure_shapes()
+            self.generator.seeds.extend(self.shape_seeds())
             deadline = t0 + self.seconds
             next_check = self.batch_frames
             started_frames = 0
@@ -1395,6 +1471,7 @@ async def replay(paths: list[Path], *, broker_args: tuple[str, ...] = BROKER_ARG
         fz = Fuzzer(frames=0, connections=1, seconds=0, corpus_dir=Path(tempfile.mkdtemp(prefix="replay-corpus-")), broker_args=broker_args)
         fz.broker = await fz._launch()
         await fz._ensure_bystander()
+        await fz._ensure_shapes()  # a saved Fetch of its answers finds them (by name; v13+ name another id)
         entry = {"file": str(path), "streams": len(streams), "crashed": False, "hangs": 0, "handler_failures": 0}
         try:
             rng = random.Random(0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import array
 import asyncio
+import contextlib
 import fcntl
 import socket
 import struct
@@ -25,7 +26,7 @@ from kio.schema.request_header.v2.header import RequestHeader as HeaderV2
 
 from broker.config import ConfigError, load_config
 from broker.server import _POOL, _WRITE
-from broker.testing import Broker
+from broker.testing import Broker, BrokerThread
 from protocol.codec import build, decode, encode, request_class, response_class
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch
@@ -293,7 +294,7 @@ def test_per_ip_overrides_must_be_addresses_with_counts(value):
 # ---------------------------------------------------------------- request memory, broker-wide
 
 
-async def test_queued_max_request_bytes_pauses_reading_and_resumes():
+async def test_queued_max_request_bytes_holds_back_large_frames_and_still_reads_small_requests():
     limit = 256 * KiB
     settings = {"queued.max.request.bytes": limit, "socket.request.max.bytes": MiB}
     async with Broker(settings=settings) as broker:
@@ -303,21 +304,30 @@ async def test_queued_max_request_bytes_pauses_reading_and_resumes():
         sender.writer.write(big[: 400 * KiB])
         await until(lambda: server.pool_full, what="the limit to be reached")
 
-        waiting = await Client.open(broker.port)
-        conn = await server_side(broker, waiting)
-        waiting.writer.write(api_versions(corr=9))
-        await until(lambda: unread(conn) > 0, what="the request to reach the broker's socket")
-        assert conn.paused & _POOL and conn.held == 0, "a new request is read past the limit"
+        # a second large frame is not read past the limit: one read of it at most
+        other = await Client.open(broker.port)
+        other_conn = await server_side(broker, other)
+        other_big = api_versions(corr=8, pad=900 * KiB)
+        other.writer.write(other_big[: 800 * KiB])
+        await until(lambda: other_conn.held > 0 and unread(other_conn) > 0, what="the large frame to reach the broker")
+        assert other_conn.paused & _POOL and other_conn.held <= 256 * KiB, other_conn.held
+
+        # a small request on another connection is read and answered while the pool is full
+        small = await Client.open(broker.port)
+        await small.api_versions()
+        await small.request(3, 9, {"topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        assert server.pool_full and other_conn.paused & _POOL
 
         sender.writer.write(big[400 * KiB :])  # the frame in progress may finish
         corr, body = await sender.response(18, 3)
         assert (corr, body.error_code) == (7, ErrorCode.none)
-        corr, body = await waiting.response(18, 3)  # and then the others are read again
-        assert (corr, body.error_code) == (9, ErrorCode.none)
-        assert not server.pool_full and not conn.paused
+        other.writer.write(other_big[800 * KiB :])  # and then the held-back one gets its turn
+        corr, body = await other.response(18, 3)
+        assert (corr, body.error_code) == (8, ErrorCode.none)
+        await until(lambda: not server.pool_full and not other_conn.paused, what="reading to resume")
         await until(lambda: server.request_bytes == 0, what="every request byte to be given back")
-        sender.close()
-        waiting.close()
+        for c in (sender, other, small):
+            c.close()
 
 
 async def test_frames_in_progress_past_the_limit_all_complete_and_memory_stays_capped():
@@ -352,6 +362,73 @@ async def test_frames_in_progress_past_the_limit_all_complete_and_memory_stays_c
             c.close()
 
 
+@contextlib.asynccontextmanager
+async def broker_on(loop: str, settings: dict):
+    """A broker on the test's loop (asyncio), or on a thread of its own (uvloop, as ``serve`` runs),
+    with ``probe(fn)``: ``fn()`` evaluated on the broker's loop."""
+    if loop == "asyncio":
+        async with Broker(settings=settings) as broker:
+
+            async def probe(fn):
+                return fn()
+
+            yield broker, probe
+        return
+    thread = BrokerThread(settings=settings)
+    await asyncio.to_thread(thread.start)
+    try:
+
+        async def probe(fn):
+            async def call():
+                return fn()
+
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call(), thread.loop))
+
+        yield thread.broker, probe
+    finally:
+        await asyncio.to_thread(thread.close)
+
+
+async def probe_until(probe, fn, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not await probe(fn):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+async def test_past_the_hard_cap_nothing_is_read_until_request_memory_is_given_back(loop):
+    limit = 256 * KiB
+    settings = {"queued.max.request.bytes": limit, "socket.request.max.bytes": MiB}
+    async with broker_on(loop, settings) as (broker, probe):
+        await probe(lambda: broker.server.cluster.create_topic("quiet", 1, {}))
+        server = broker.server
+        # small requests held broker-wide: each holder's long poll keeps the requests behind it
+        # queued, up to socket.request.max.bytes of them per connection
+        holders = [await Client.open(broker.port) for _ in range(3)]
+        for h in holders:
+            h.writer.write(request_bytes(1, 12, fetch_body("quiet", 1024, max_wait=30_000), corr=1))
+            h.writer.write(b"".join(api_versions(corr=i + 2, pad=60 * KiB) for i in range(20)))
+        await probe_until(probe, lambda: server.pool_capped, "the hard cap")
+        assert await probe(lambda: server.request_bytes) <= server.request_bytes_hard + 3 * 256 * KiB
+
+        # now nothing is read, not even a new connection's small request (uvloop reads a new
+        # connection once connection_made has returned, whatever it was told there)
+        late = await Client.open(broker.port)
+        conn = await probe(lambda: next((c for c in server.connections if c.peer == late.name), None))
+        assert conn is not None
+        late.writer.write(api_versions(corr=99))
+        await probe_until(probe, lambda: unread(conn) > 0, "the request to reach the broker's socket")
+        assert await probe(lambda: (conn.paused & _POOL, conn.held)) == (_POOL, 0), "a request is read past the hard cap"
+
+        for h in holders:  # they leave: their requests are given back and reading resumes
+            h.writer.transport.abort()
+        corr, body = await late.response(18, 3)
+        assert (corr, body.error_code) == (99, ErrorCode.none)
+        await probe_until(probe, lambda: not server.pool_full and not server.pool_capped, "the pool to clear")
+        late.close()
+
+
 async def test_clients_that_leave_while_not_read_from_give_their_bytes_back():
     limit = 256 * KiB
     settings = {"queued.max.request.bytes": limit, "socket.request.max.bytes": MiB}
@@ -365,8 +442,9 @@ async def test_clients_that_leave_while_not_read_from_give_their_bytes_back():
         # the limit and the one frame past it are taken: nobody is read from now
         await until(lambda: server.request_bytes >= server.request_bytes_cap and server.pool_exempt is None, what="the cap")
         assert server.request_bytes <= server.request_bytes_cap + 256 * KiB
-        conns = [await server_side(broker, c) for c in (*liars, idle)]
+        conns = [await server_side(broker, c) for c in liars]
         assert all(c.paused & _POOL for c in conns)
+        await idle.api_versions()  # small requests are still read
         for c in liars:  # they reset their connections; the broker reads nothing, so it must ask the kernel
             c.writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             c.writer.transport.abort()

@@ -8,19 +8,23 @@ import urllib.request
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.testing import BrokerThread
 from tests.broker_process import BrokerProcess
 
 
-def scrape(url: str) -> dict[tuple[str, tuple], float]:
-    """{(sample name, sorted labels): value}."""
+def scrape_text(url: str) -> str:
     with urllib.request.urlopen(url, timeout=10) as resp:
         assert resp.status == 200
         assert resp.headers["Content-Type"].startswith("text/plain")
-        text = resp.read().decode()
+        return resp.read().decode()
+
+
+def scrape(url: str) -> dict[tuple[str, tuple], float]:
+    """{(sample name, sorted labels): value}."""
+    text = scrape_text(url)
     out = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
@@ -105,6 +109,65 @@ def test_scrape_requests_groups_rebalances_bytes_and_logs(metrics_broker):
     with pytest.raises(urllib.error.HTTPError) as exc:
         urllib.request.urlopen(b.metrics_url.replace("/metrics", "/nope"), timeout=10)
     assert exc.value.code == 404
+
+
+def series(samples, name: str, **labels) -> dict[tuple, float]:
+    """The samples of ``name`` whose labels include ``labels``."""
+    want = {(k, str(v)) for k, v in labels.items()}
+    return {ls: v for (n, ls), v in samples.items() if n == name and want <= set(ls)}
+
+
+def test_group_committed_offsets_and_lag(metrics_broker):
+    b = metrics_broker
+    topic = f"lag-{uuid.uuid4().hex[:8]}"
+    group = f"g-{topic}"
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+    for i in range(20):
+        p.produce(topic, b"x", key=b"%d" % i)
+    assert p.flush(15) == 0
+    _consume(b.bootstrap, topic, group, 20).close()  # committed: 20, the log end
+
+    s = scrape(b.metrics_url)
+    assert value(s, "kafkalite_group_committed_offset", group=group, topic=topic, partition=0) == 20
+    assert series(s, "kafkalite_group_lag", group=group, topic=topic, partition=0) == {
+        (("group", group), ("partition", "0"), ("topic", topic)): 0
+    }
+    # the group's offsets are in __consumer_offsets now: that partition is shown, the empty ones are not
+    shown = series(s, "kafkalite_log_end_offset", topic="__consumer_offsets")
+    assert shown and all(v > 0 for v in shown.values()), shown
+
+    for _ in range(7):  # records the group has not consumed
+        p.produce(topic, b"y")
+    assert p.flush(15) == 0
+    assert value(scrape(b.metrics_url), "kafkalite_group_lag", group=group, topic=topic, partition=0) == 7
+
+    # a committed offset past the log end shows as negative lag, not 0
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(topic, 0, 100)], asynchronous=False)
+    finally:
+        c.close()
+    s = scrape(b.metrics_url)
+    assert value(s, "kafkalite_group_committed_offset", group=group, topic=topic, partition=0) == 100
+    assert value(s, "kafkalite_group_lag", group=group, topic=topic, partition=0) == 27 - 100
+
+
+def test_idle_broker_has_no_created_series_and_no_empty_internal_partitions(metrics_broker):
+    b = metrics_broker
+    text = scrape_text(b.metrics_url)
+    names = [line.split("{", 1)[0].split(" ", 1)[0] for line in text.splitlines() if line and not line.startswith("#")]
+    assert not [n for n in names if n.endswith("_created")], "prometheus_client's _created series are exposed"
+    assert "__consumer_offsets" not in text  # fifty empty partitions, three series each, all zeros
+    assert "kafkalite_log_end_offset" in text and "kafkalite_requests_total" in text
+    # nor after requests, which make labelled counters and histograms
+    small = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "idle"})
+    try:
+        assert small.list_topics(timeout=10).brokers
+    finally:
+        small.close()
+    s = scrape(b.metrics_url)
+    assert value(s, "kafkalite_requests_total", api="Metadata") >= 1
+    assert not [n for n, _ in s if n.endswith("_created")]
 
 
 def test_error_labels_and_kip848_groups_in_process():

@@ -1285,3 +1285,53 @@ def test_rebalance_event_names_only_the_partitions_whose_owner_changed(h, monkey
     done = [kw for event, kw in h.log.events if event == "rebalance completed"]
     assert sorted(done[-1]["partitions_moved"]) == ["t-2", "t-3"]
     assert assignment(t=[1]) not in parsed  # b kept its bytes: not parsed
+
+
+# =========================================================================== liveness from what arrived (arrivals.py)
+def test_a_classic_member_whose_heartbeat_is_queued_is_not_expired_and_a_dead_one_is(h):
+    from broker.coordinator.arrivals import Arrivals
+
+    arrivals = Arrivals(clock=lambda: h.now / 1000)
+    h.shard.waiting, h.shard.silent_ms = arrivals.waiting, arrivals.silent_ms
+    (a, b), gen = h.stable_group(2, session=10_000)
+    hb = SimpleNamespace(api_key=12, body=SimpleNamespace(group_id=G, member_id=a))
+    h.advance(9_990)
+    arrivals.arrived(hb)  # a's heartbeat is read, and waits behind other work
+    h.advance(10)  # both sessions are due
+    assert a in h.group().members and b not in h.group().members
+    arrivals.started(hb)
+    assert h.heartbeat(a, gen) in (E.none, E.rebalance_in_progress)
+    expired = [kw["member"] for event, kw in h.log.events if event == "member expired"]
+    assert expired == [b]
+
+
+def test_a_join_phase_waits_for_a_join_that_arrived(h):
+    from broker.coordinator.arrivals import Arrivals
+
+    arrivals = Arrivals(clock=lambda: h.now / 1000)
+    h.shard.waiting, h.shard.silent_ms = arrivals.waiting, arrivals.silent_ms
+    (a, b), gen = h.stable_group(2, session=10_000, rebalance=10_000)
+    h.join(a, rebalance=10_000)  # a rejoins: the join phase starts, b has 10 s to rejoin
+    assert h.state() == PREPARING_REBALANCE
+    join_b = SimpleNamespace(api_key=11, body=SimpleNamespace(group_id=G, member_id=b))
+    h.advance(9_900)
+    arrivals.arrived(join_b)  # b's JoinGroup is read, not yet handled
+    h.advance(100)
+    assert h.state() == PREPARING_REBALANCE and b in h.group().members
+    arrivals.started(join_b)
+    h.join(b, rebalance=10_000)
+    assert h.state() == COMPLETING_REBALANCE and set(h.group().members) == {a, b}
+
+
+def test_a_join_phase_waits_for_a_queued_join_for_at_most_the_rebalance_timeout_again(h):
+    from broker.coordinator.arrivals import Arrivals
+
+    arrivals = Arrivals(clock=lambda: h.now / 1000)
+    h.shard.waiting, h.shard.silent_ms = arrivals.waiting, arrivals.silent_ms
+    (a, b), gen = h.stable_group(2, session=60_000, rebalance=10_000)
+    h.join(a, session=60_000, rebalance=10_000)
+    arrivals.arrived(SimpleNamespace(api_key=11, body=SimpleNamespace(group_id=G, member_id=b)))  # never handled
+    h.advance(19_999)
+    assert h.state() == PREPARING_REBALANCE
+    h.advance(1)
+    assert h.state() == COMPLETING_REBALANCE and set(h.group().members) == {a}

@@ -1058,3 +1058,108 @@ def test_a_replaced_static_member_keeps_its_partitions_assignment_epochs(h):
     h.hb("s1", -2, instance="i")  # temporary leave
     h.join("s2", instance="i")
     assert h.member("s2").assignment_epochs == before
+
+
+# =========================================================================== liveness from what arrived (arrivals.py)
+def arrivals_of(h):
+    """The shard sees ``h.arrivals`` as the broker's connections fill it; its clock is the harness's."""
+    from broker.coordinator.arrivals import Arrivals
+
+    arrivals = Arrivals(clock=lambda: h.now / 1000)
+    h.shard.waiting, h.shard.silent_ms = arrivals.waiting, arrivals.silent_ms
+    return arrivals
+
+
+def request(group, member):
+    return SimpleNamespace(api_key=68, body=SimpleNamespace(group_id=group, member_id=member))
+
+
+def test_a_member_whose_heartbeat_is_queued_is_not_fenced_when_its_session_comes_due(h):
+    arrivals = arrivals_of(h)
+    a, b = two_members(h)
+    h.hb(a, 3)
+    h.hb(b, 3)
+    h.advance(44_000)
+    arrivals.arrived(request(G, a))  # read from a's connection; its handler has not run yet
+    h.advance(1_000)  # both sessions are due
+    g = h.cgroup()
+    assert a in g.members and b not in g.members  # b fenced, a kept for its waiting heartbeat
+    h.advance(1_000)  # still waiting: checked again, not fenced
+    assert a in h.cgroup().members
+    arrivals.started(request(G, a))
+    assert err(h.hb(a, 3, owned=h.assigned(a))) == E.none  # the heartbeat is handled: a new session
+    h.advance(44_999)
+    assert a in h.cgroup().members
+    h.advance(1)
+    assert a not in h.cgroup().members
+    reasons = [kw["reason"] for event, kw in h.log.events if event == "consumer group member removed"]
+    assert reasons == ["session timeout expired", "session timeout expired"]
+
+
+def test_a_session_runs_from_the_last_request_read_even_if_its_connection_closed_unanswered(h):
+    arrivals = arrivals_of(h)
+    a, b = two_members(h)
+    h.advance(40_000)
+    h.hb(b, 3)
+    arrivals.arrived(request(G, a))  # read at 40 s, then the client gave up and closed the connection
+    arrivals.started(request(G, a))  # dropped with the connection, never handled
+    h.advance(5_000)  # a's session (from its last handled heartbeat, at 0 s) is due at 45 s
+    assert a in h.cgroup().members  # it was heard from at 40 s: its session runs to 85 s
+    h.advance(39_999)
+    h.hb(b, 3)
+    assert a in h.cgroup().members
+    h.advance(1)
+    assert a not in h.cgroup().members and b in h.cgroup().members
+
+
+def test_a_queued_request_defers_fencing_for_at_most_one_more_session(h):
+    """A client that queues heartbeats and never gets them handled (it does not read its
+    answers) does not keep its member for ever."""
+    arrivals = arrivals_of(h)
+    a, b = two_members(h)
+    h.advance(44_000)
+    h.hb(b, 3)
+    arrivals.arrived(request(G, a))  # never started
+    h.advance(1_000)
+    assert a in h.cgroup().members
+    h.advance(44_000)  # heard at 44 s: its session from then runs to 89 s; the waiting bound too
+    h.hb(b, 3)
+    assert a in h.cgroup().members
+    h.advance(1_000)
+    assert a not in h.cgroup().members
+
+
+def revoking(h, arrivals):
+    """a owns everything with a 10 s rebalance timeout; b joins, a is asked to revoke (at 0 s)."""
+    h.join("a", rebalance=10_000)
+    h.join("b", rebalance=10_000)
+    h.hb("a", h.member("a").member_epoch, owned=h.assigned("a"))
+    assert h.member("a").state == UNREVOKED_PARTITIONS
+
+
+def removed_reasons(h):
+    return [(kw["member"], kw["reason"]) for event, kw in h.log.events if event == "consumer group member removed"]
+
+
+def test_a_rebalance_timeout_is_not_deferred_because_the_member_heartbeats(h):
+    arrivals = arrivals_of(h)
+    revoking(h, arrivals)
+    h.advance(9_000)
+    arrivals.arrived(request(G, "a"))  # heard from (and handled): not a revocation
+    arrivals.started(request(G, "a"))
+    h.advance(1_000)
+    assert "a" not in h.cgroup().members
+    assert removed_reasons(h) == [("a", "did not revoke its partitions within the rebalance timeout")]
+
+
+def test_a_rebalance_timeout_waits_for_a_queued_heartbeat_for_at_most_the_timeout_again(h):
+    arrivals = arrivals_of(h)
+    revoking(h, arrivals)
+    h.advance(9_500)
+    arrivals.arrived(request(G, "a"))  # it may carry the revocation: handled next
+    h.advance(500)
+    assert "a" in h.cgroup().members
+    h.advance(9_900)
+    assert "a" in h.cgroup().members  # deferred at 10 s, for at most 10 s
+    h.advance(100)
+    assert "a" not in h.cgroup().members

@@ -91,6 +91,28 @@ def test_buffers_are_released_once_a_large_frame_is_handed_out():
     assert _held(dec) < 1024
 
 
+@pytest.mark.parametrize("kind", [bytes, bytearray])  # reads are bytes; anything else takes the bytearray path
+def test_in_large_frame_while_a_large_frame_is_partly_received(kind):
+    """What a broker short of request memory holds back: a large frame in progress, not a small one."""
+    dec = FrameDecoder()
+
+    def feed(data: bytes) -> list:
+        return dec.feed(kind(data))
+
+    assert feed(struct.pack(">i", 100)[:2]) == []
+    assert dec.in_frame and not dec.in_large_frame  # not even the size yet
+    feed(struct.pack(">i", 100)[2:] + b"s" * 50)
+    assert dec.in_frame and not dec.in_large_frame  # a small frame
+    assert feed(b"s" * 50) == [b"s" * 100]
+    assert not dec.in_large_frame
+    feed(struct.pack(">i", LARGE_FRAME))
+    assert dec.in_large_frame  # its size is enough: its bytes will come
+    feed(b"L" * (LARGE_FRAME - 1))
+    assert dec.in_large_frame
+    assert feed(b"L") == [b"L" * LARGE_FRAME]
+    assert not dec.in_frame and not dec.in_large_frame
+
+
 def test_a_frame_over_the_limit_is_refused_before_any_of_it_is_buffered():
     dec = FrameDecoder(max_frame_bytes=1024)
     with pytest.raises(FrameTooLarge):

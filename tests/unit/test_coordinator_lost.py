@@ -87,3 +87,24 @@ def test_stdlib_records_reach_structlog_with_their_fields(capsys):
     entry = json.loads(line)
     assert entry["event"] == "log truncated" and entry["level"] == "warning" and entry["timestamp"]
     assert entry["partition"] == "t-0" and entry["first_offset_dropped"] == 7 and entry["logger"] == "storage.log"
+
+
+def test_transactional_ids_of_a_cut_transaction_state_partition(tmp_path):
+    path = tmp_path / "__transaction_state-0"
+    plog = PartitionLog.open(path, LogConfig(fsync="never"), clock=time.time)
+    positions = []
+    for tid in ("tx-kept", "tx-damaged", "tx-after"):
+        positions.append(plog.size_bytes)
+        data = build_batch([Record(0, 1, txn_key(TransactionLogKey(tid)), b"value bytes", [])])
+        plog.append([(read_header(data), data)])
+    plog.close()  # a clean shutdown: the coordinator topic is checked whole all the same
+    [seg] = path.glob("*.log")
+    with open(seg, "r+b") as f:
+        f.seek(positions[1] + 40)
+        f.write(b"\xff")
+    plog = PartitionLog.open(path, LogConfig(fsync="never"), clock=time.time)
+    assert plog.log_end_offset == 1
+    with structlog.testing.capture_logs() as captured:
+        report_cuts(plog, "__transaction_state", 0, "transactional_ids", transactional_id)
+    [entry] = captured
+    assert entry["transactional_ids"] == ["tx-after"] and entry["transactional_ids_in_damaged_batches"] == ["tx-damaged"]

@@ -472,18 +472,21 @@ class Cluster:
         from protocol.errors import ErrorCode
 
         opened: list[Partition] = []
-        p = start
+        failed: int | None = start
         try:
-            for p in range(start, stop):
-                if self.logs.get(name, p) is None and self.logs.path_of(name, p).exists():
-                    self._set_aside(name, p, "a directory of the new partition was already there")
-                opened.append(Partition(name, p, self.logs.create(name, p, cfg, topic_id=topic_id)))
+            for failed in range(start, stop):
+                if self.logs.get(name, failed) is None and self.logs.path_of(name, failed).exists():
+                    self._set_aside(name, failed, "a directory of the new partition was already there")
+                opened.append(Partition(name, failed, self.logs.create(name, failed, cfg)))
+            failed = None  # all open: what fails now is a partition.metadata file
+            self.logs.write_topic_ids(name, list(range(start, stop)), topic_id)
         except OSError as exc:
-            self._discard_partitions(name, opened, failed=p)
-            log.error("partition creation failed, nothing kept", topic=name, partition=p, opened=len(opened), error=str(exc), errno=exc.errno)
-            raise TopicError(ErrorCode.unknown_server_error, f"Could not create partition {p} of topic '{name}': {exc}") from exc
+            self._discard_partitions(name, opened, failed=failed)
+            which = f"partition {failed}" if failed is not None else f"partitions {start}-{stop - 1}"
+            log.error("partition creation failed, nothing kept", topic=name, partition=failed, opened=len(opened), error=str(exc), errno=exc.errno)
+            raise TopicError(ErrorCode.unknown_server_error, f"Could not create {which} of topic '{name}': {exc}") from exc
         except BaseException:
-            self._discard_partitions(name, opened, failed=p)
+            self._discard_partitions(name, opened, failed=failed)
             raise
         return opened
 

@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 _DELETE_SUFFIX = "-delete"
 STRAY_SUFFIX = "-stray"
+_METADATA_WRITERS = 16  # threads writing partition.metadata files of a new topic (LogManager.write_topic_ids)
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -155,6 +156,23 @@ class LogManager:
         with self._lock:
             self._logs[key] = plog
         return plog
+
+    def write_topic_ids(self, topic: str, partitions: list[int], topic_id: uuid.UUID) -> None:
+        """Write the ``partition.metadata`` of many new partitions at once: each with its own
+        fsyncs (``write_topic_id``), on up to 16 threads, so the file system commits them
+        together instead of one journal commit after the other (50 partitions: about 40 ms
+        instead of 400 ms on a disk where an fsync takes 4 ms). Raises the first error."""
+        paths = [self.path_of(topic, p) for p in partitions]
+        if len(paths) <= 1:
+            for path in paths:
+                write_topic_id(path, topic_id)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(_METADATA_WRITERS, len(paths)), thread_name_prefix="kafkalite-partition-metadata") as pool:
+            futures = [pool.submit(write_topic_id, path, topic_id) for path in paths]
+        for future in futures:
+            future.result()
 
     def path_of(self, topic: str, partition: int) -> Path:
         return self.data_dir / partition_dir_name(topic, partition)

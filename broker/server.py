@@ -331,7 +331,8 @@ class Broker:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         memory.tune()
-        if self.security is not None or (self.config.data_dir / "scram-credentials.json").exists():
+        scram_file = self.config.data_dir / "scram-credentials.json"
+        if self.security is not None or scram_file.exists() or scram_file.with_name(scram_file.name + ".prev").exists():
             self.scram  # noqa: B018 - read the credentials file now: a broken one stops the start
         if self.acls is not None:
             self.acls.load()  # a broken ACL file stops the start

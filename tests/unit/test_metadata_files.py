@@ -291,3 +291,20 @@ def test_security_files_keep_their_previous_version_and_use_it_only_when_the_fil
     with pytest.raises(AclStoreError) as info:  # unreadable: not passed over (the last change may have removed access)
         AclStore(authz(), tmp_path).load()
     assert "acls.json.prev" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_every_internal_topic_is_rebuilt_with_the_configs_it_is_created_with(tmp_path):
+    from broker.config import BrokerConfig
+    from broker.server import Broker
+
+    broker = Broker(BrokerConfig(data_dir=tmp_path))
+    configs = {name: broker.internal_topic_configs(name) for name in
+               ("__consumer_offsets", "__transaction_state", "__share_group_state", "__kafkalite_group_events", "__other", "orders")}
+    assert configs["__consumer_offsets"]["cleanup.policy"] == "compact"
+    assert configs["__transaction_state"]["cleanup.policy"] == "compact"
+    assert configs["__share_group_state"] == {"cleanup.policy": "delete", "retention.ms": "-1", "segment.bytes": "104857600"}
+    assert configs["__kafkalite_group_events"]["cleanup.policy"] == "delete"
+    assert configs["__other"] is None and configs["orders"] is None
+    for value in configs.values():
+        if value is not None:
+            LogConfig.from_kafka(value, LogConfig())  # valid topic configs

@@ -211,9 +211,7 @@ class _Loader:
                 continue
             before = len(topic.partitions)
             for p in range(before, max(keep) + 1):
-                if p not in parts:
-                    self.created_empty.append(f"{name}-{p}")
-                self.open_partition(topic, p)
+                self.open_partition(topic, p)  # a number missing in between (or set aside) starts empty
             if before == 0:
                 self.cluster._index(topic)
             else:

@@ -308,3 +308,22 @@ def test_every_internal_topic_is_rebuilt_with_the_configs_it_is_created_with(tmp
     for value in configs.values():
         if value is not None:
             LogConfig.from_kafka(value, LogConfig())  # valid topic configs
+
+
+def test_a_rebuild_fills_a_missing_partition_and_sets_aside_one_of_another_id(tmp_path):
+    import shutil
+
+    orders, _ = _setup(tmp_path)
+    shutil.rmtree(tmp_path / "orders-1")  # lost with the metadata
+    os.makedirs(tmp_path / "orders-3")
+    (tmp_path / "orders-3" / PARTITION_METADATA).write_bytes(encode(uuid.uuid4()))  # not this topic's
+    (tmp_path / "meta.json").unlink()
+    (tmp_path / "meta.json.prev").unlink()
+    c = _cluster(tmp_path)
+    try:
+        assert c.topics["orders"].topic_id == orders.topic_id
+        assert _end_offsets(c, "orders") == [2, 0, 4]  # partition 1 starts empty, 3 is not the topic's
+        assert not (tmp_path / "orders-3").exists()  # it held no record: removed
+        assert read_topic_id(tmp_path / "orders-1") == (orders.topic_id, None)
+    finally:
+        c.close()

@@ -27,6 +27,7 @@ the start fail, with one line (``MetadataError``) naming the file and what to do
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections import Counter
@@ -244,7 +245,10 @@ def load_cluster(cluster, internal_configs=None) -> None:
     data_dir = cluster.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / META_FILE
-    read = read_with_fallback(path, parse_meta)
+    try:
+        read = read_with_fallback(path, parse_meta)
+    except PermissionError as exc:
+        raise MetadataError(f"cannot read the cluster metadata {exc.filename}: permission denied: make it readable by uid {os.getuid()}") from None
     loader = _Loader(cluster, internal_configs)
     refused = "; ".join(f"{p.name}: {why}" for p, why in read.refused)
     if read.source is None and not read.missing and not loader.unclaimed():

@@ -98,7 +98,8 @@ class FileRead(Generic[T]):
 
 def read_with_fallback(path: Path, parse: Callable[[bytes], T]) -> FileRead[T]:
     """Read ``path`` with ``parse`` (which raises ``ValueError`` for what it refuses), and if it
-    is missing or refused, ``<path>.prev`` likewise."""
+    is missing, cannot be read (an I/O error) or is refused, ``<path>.prev`` likewise.
+    ``PermissionError`` is raised, not passed over."""
     path = Path(path)
     out: FileRead[T] = FileRead()
     for candidate in (path, previous_path(path)):
@@ -107,6 +108,8 @@ def read_with_fallback(path: Path, parse: Callable[[bytes], T]) -> FileRead[T]:
         except FileNotFoundError:
             out.refused.append((candidate, "missing"))
             continue
+        except PermissionError:
+            raise  # not damage: the file is there and may be fine; passing over it would lose it
         except OSError as exc:
             out.refused.append((candidate, f"cannot be read ({exc.strerror or exc})"))
             continue

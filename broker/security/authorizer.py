@@ -423,7 +423,7 @@ class AclStore:
 
         try:
             bindings = read_kept_file(self.path, _decode_bindings, "ACL")
-        except ValueError as exc:
+        except (ValueError, OSError) as exc:
             raise AclStoreError(f"cannot read ACLs from {self.path}: {exc}") from None
         if bindings is not None:
             self.authorizer.replace(bindings)

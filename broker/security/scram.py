@@ -145,7 +145,7 @@ class ScramStore:
             return
         try:
             stored = read_kept_file(self.path, _decode, "SCRAM credentials")
-        except ValueError as exc:
+        except (ValueError, OSError) as exc:
             raise ScramStoreError(f"cannot read SCRAM credentials from {self.path}: {exc}") from None
         if stored is not None:
             self.stored = stored

@@ -327,3 +327,34 @@ def test_a_rebuild_fills_a_missing_partition_and_sets_aside_one_of_another_id(tm
         assert read_topic_id(tmp_path / "orders-1") == (orders.topic_id, None)
     finally:
         c.close()
+
+
+def test_a_metadata_file_that_may_not_be_read_is_not_taken_for_damage(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    _setup(tmp_path)
+    real = Path.read_bytes
+
+    def read_bytes(self):
+        if self.name == "meta.json":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)  # (chmod 0 does not stop root)
+    with pytest.raises(MetadataError, match="permission denied"):
+        _cluster(tmp_path)
+    assert (tmp_path / "meta.json").exists() and not [n for n in os.listdir(tmp_path) if "unreadable" in n]
+
+
+def test_permission_errors_are_raised_by_read_with_fallback(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    path = tmp_path / "m.json"
+    path.write_bytes(b"{}")
+
+    def denied(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    with pytest.raises(PermissionError):
+        read_with_fallback(path, json.loads)

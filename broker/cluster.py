@@ -343,6 +343,7 @@ class Cluster:
             meta["group_configs"] = self.group_configs
         if self.broker_configs:
             meta["broker_configs"] = self.broker_configs
+        meta["checksum"] = meta_checksum(meta)
         data = json.dumps(meta, indent=1, sort_keys=True).encode()
         write_atomically(self.data_dir / META_FILE, data, keep_previous=True)
 
@@ -638,6 +639,15 @@ class Cluster:
     # ------------------------------------------------------------------ shutdown
     def close(self) -> None:
         self.logs.stop()
+
+
+def meta_checksum(meta: dict) -> str:
+    """``meta.json``'s ``checksum``: CRC-32 (hex) of the rest of the document in canonical JSON,
+    so that a flipped bit that still parses is refused too (metadata_load.parse_meta)."""
+    import zlib
+
+    body = {k: v for k, v in meta.items() if k != "checksum"}
+    return format(zlib.crc32(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()), "08x")
 
 
 def _new_cluster_id() -> str:

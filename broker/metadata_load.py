@@ -37,7 +37,7 @@ from storage.atomic import previous_path, read_with_fallback
 from storage.config import LogConfig
 from storage.partition_meta import PARTITION_METADATA
 
-from .cluster import META_FILE, PRODUCER_ID_BLOCK, Partition, Topic, _new_cluster_id, log, validate_topic_name
+from .cluster import META_FILE, PRODUCER_ID_BLOCK, Partition, Topic, _new_cluster_id, log, meta_checksum, validate_topic_name
 
 MAX_PARTITIONS = 1_000_000  # a count above this in meta.json is damage, not a topic
 # after a rebuild the producer-id block restarts this far above the highest id found in the logs, so an
@@ -73,6 +73,8 @@ def parse_meta(data: bytes) -> dict:
     meta = json.loads(data)
     if not isinstance(meta, dict):
         raise ValueError("not a JSON object")
+    if "checksum" in meta and meta["checksum"] != meta_checksum(meta):  # (files written before it have none)
+        raise ValueError("checksum mismatch")
     if not isinstance(meta.get("cluster_id", ""), str):
         raise ValueError("cluster_id is not a string")
     _int(meta.get("producer_id_limit", 0), "producer_id_limit", 0, 2**63 - 1)

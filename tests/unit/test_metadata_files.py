@@ -126,6 +126,19 @@ def test_parse_meta_refuses_damaged_documents(doc):
         parse_meta(json.dumps(doc).encode())
 
 
+def test_a_flipped_bit_that_still_parses_is_refused_by_the_checksum(tmp_path):
+    orders, _ = _setup(tmp_path)
+    text = (tmp_path / "meta.json").read_text()
+    parse_meta(text.encode())  # as written
+    doc = json.loads(text)
+    assert doc["checksum"]
+    doc["topics"]["orders"]["partitions"] = 2  # valid JSON, valid values, wrong
+    with pytest.raises(ValueError, match="checksum"):
+        parse_meta(json.dumps(doc).encode())
+    del doc["checksum"]  # a file written before the checksum existed is read as it is
+    assert parse_meta(json.dumps(doc).encode())["topics"]["orders"]["partitions"] == 2
+
+
 # ---------------------------------------------------------------------------- Cluster.load
 def _cluster(path) -> Cluster:
     c = Cluster(path, LogConfig())

@@ -108,6 +108,10 @@ def _damage(path, how: str) -> None:
         path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
     elif how == "empty":
         path.write_bytes(b"")
+    elif how == "altered":  # still valid JSON with valid values: only the checksum tells
+        doc = json.loads(path.read_text())
+        doc["topics"]["orders"]["partitions"] = 1
+        path.write_text(json.dumps(doc))
     elif how == "garbled":
         data = bytearray(path.read_bytes())
         data[:: max(1, len(data) // 40)] = b"\xff" * len(data[:: max(1, len(data) // 40)])
@@ -128,7 +132,7 @@ def _check_everything_back(b: BrokerProcess, expected, client_id, ids_before) ->
     assert "Traceback" not in b.logs()
 
 
-@pytest.mark.parametrize("how", ["deleted", "truncated", "garbled"])
+@pytest.mark.parametrize("how", ["deleted", "truncated", "garbled", "altered"])
 def test_a_damaged_meta_json_is_replaced_by_its_previous_version(loaded, how):
     b, expected, client_id = loaded
     b.stop()

@@ -371,3 +371,22 @@ def test_permission_errors_are_raised_by_read_with_fallback(tmp_path, monkeypatc
     monkeypatch.setattr(Path, "read_bytes", denied)
     with pytest.raises(PermissionError):
         read_with_fallback(path, json.loads)
+
+
+def test_a_new_topic_never_takes_over_a_directory_already_there(tmp_path):
+    import shutil
+
+    orders, _ = _setup(tmp_path)
+    shutil.copytree(tmp_path / "orders-2", tmp_path / "saved")
+    c = _cluster(tmp_path)
+    try:
+        c.delete_topic(c.topics["orders"])
+        shutil.copytree(tmp_path / "saved", tmp_path / "orders-2")  # appears while the broker runs
+        os.makedirs(tmp_path / "orders-1")  # an empty leftover
+        new = c.create_topic("orders", 3)
+        assert _end_offsets(c, "orders") == [0, 0, 0]
+        assert all(read_topic_id(tmp_path / f"orders-{p}") == (new.topic_id, None) for p in range(3))
+        strays = [n for n in os.listdir(tmp_path) if n.endswith("-stray")]
+        assert len(strays) == 1 and strays[0].startswith("orders-2.") and read_topic_id(tmp_path / strays[0]) == (orders.topic_id, None)
+    finally:
+        c.close()

@@ -6,7 +6,7 @@ metadata (names, ids, partition counts, config overrides) is kept in
 as ``meta.json.prev``; partition data lives in the log engine under
 ``<data-dir>/<topic>-<partition>/``, each directory with its topic id in
 ``partition.metadata``. ``metadata_load.py`` reads them at start and rebuilds
-what is missing (docs/reliability.md, "The data directory").
+what is missing (docs/data-directory.md).
 """
 
 from __future__ import annotations

@@ -433,6 +433,9 @@ def render(sections: list[Section], *, commit: str, started: str, load_start: st
         "",
         f"The JSON reports were written to `{json_dir}`.",
         "",
+        "What the data directory holds, how its metadata is written and recovered when a file is lost or damaged "
+        "(tested by `tests/integration/test_metadata_recovery.py`): [data-directory.md](data-directory.md).",
+        "",
     ]
     for sec in sections:
         lines += [f"## {sec.title}", ""]

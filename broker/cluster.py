@@ -2,15 +2,17 @@
 
 One instance lives on the event loop and is only touched from it. Topic
 metadata (names, ids, partition counts, config overrides) is kept in
-``<data-dir>/meta.json``, written atomically; partition data lives in the log
-engine under ``<data-dir>/<topic>-<partition>/``.
+``<data-dir>/meta.json``, written atomically with the version before it kept
+as ``meta.json.prev``; partition data lives in the log engine under
+``<data-dir>/<topic>-<partition>/``, each directory with its topic id in
+``partition.metadata``. ``metadata_load.py`` reads them at start and rebuilds
+what is missing (docs/data-directory.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import time
 import uuid
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from protocol.errors import ErrorCode
 from protocol.records import CorruptRecordError, keyless_records, validate_produce_batch
+from storage.atomic import write_atomically
 from storage.config import LogConfig
 from storage.manager import LogManager
 
@@ -27,6 +30,9 @@ from .logs import get_logger
 from .producers import ProducerStateTable
 
 log = get_logger("cluster")
+
+META_FILE = "meta.json"
+META_VERSION = 1
 
 KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -307,32 +313,14 @@ class Cluster:
         )
 
     # ------------------------------------------------------------------ startup
-    def load(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        meta_path = self.data_dir / "meta.json"
-        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-        self.cluster_id = meta.get("cluster_id") or _new_cluster_id()
-        # every start skips to a fresh block, so a pid is never handed out twice
-        self._next_pid = meta.get("producer_id_limit", 0)
-        self._pid_limit = self._next_pid
-        self.group_configs.clear()  # updated in place: the coordinator's GroupConfig holds this dict
-        self.group_configs.update({g: dict(c) for g, c in meta.get("group_configs", {}).items()})
-        self.broker_configs = {b: dict(c) for b, c in meta.get("broker_configs", {}).items()}
-        if self.broker_configs:
-            from .handlers._configs import broker_dynamic_settings
+    def load(self, internal_configs=None) -> None:
+        """Read the cluster metadata and open every partition (``metadata_load.py`` says how a
+        missing or damaged ``meta.json`` is recovered). ``internal_configs(name)`` gives the
+        configs an internal topic is created with, for one rebuilt from its directories.
+        Raises ``MetadataError`` when the metadata is unreadable and nothing can rebuild it."""
+        from .metadata_load import load_cluster
 
-            self.defaults = self._dynamic_defaults(broker_dynamic_settings())
-            self.logs.default_config = self.defaults
-        for name, t in meta.get("topics", {}).items():
-            cfg = LogConfig.from_kafka(t.get("configs", {}), self.defaults)
-            topic = Topic(name, uuid.UUID(t["id"]), dict(t.get("configs", {})), cfg, [])
-            for p in range(t["partitions"]):
-                plog = self.logs.create(name, p, cfg)
-                part = Partition(name, p, plog)
-                part.producers.rebuild(plog)
-                topic.partitions.append(part)
-            self._index(topic)
-        self._save()
+        load_cluster(self, internal_configs)
 
     def _index(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
@@ -340,7 +328,10 @@ class Cluster:
         self.metadata.refresh(self.topics)
 
     def _save(self) -> None:
+        """Write ``meta.json`` (``storage.atomic.write_atomically``: temp file, fsync, rename, directory
+        fsync), keeping the version it replaces as ``meta.json.prev``."""
         meta = {
+            "version": META_VERSION,
             "cluster_id": self.cluster_id,
             "producer_id_limit": self._pid_limit,
             "topics": {
@@ -352,14 +343,9 @@ class Cluster:
             meta["group_configs"] = self.group_configs
         if self.broker_configs:
             meta["broker_configs"] = self.broker_configs
-        path = self.data_dir / "meta.json"
-        tmp = path.with_suffix(".json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(meta, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(self.data_dir)
+        meta["checksum"] = meta_checksum(meta)
+        data = json.dumps(meta, indent=1, sort_keys=True).encode()
+        write_atomically(self.data_dir / META_FILE, data, keep_previous=True)
 
     # ------------------------------------------------------------------ configs (AlterConfigs)
     def set_topic_overrides(self, topic: Topic, overrides: dict[str, str], config: LogConfig, *, save: bool = True) -> None:
@@ -445,7 +431,7 @@ class Cluster:
         topic = self.check_new_topic(name, num_partitions, configs)
         if validate_only:
             return topic
-        topic.partitions = self._open_partitions(name, topic.config, 0, num_partitions)
+        topic.partitions = self._open_partitions(name, topic.topic_id, topic.config, 0, num_partitions)
         return self._created(topic)
 
     async def create_topic_async(
@@ -464,7 +450,7 @@ class Cluster:
             return topic
         self.creating.add(name)
         try:
-            topic.partitions = await self._open_partitions_async(name, topic.config, 0, num_partitions)
+            topic.partitions = await self._open_partitions_async(name, topic.topic_id, topic.config, 0, num_partitions)
         finally:
             self.creating.discard(name)
         return self._created(topic)
@@ -475,35 +461,43 @@ class Cluster:
         log.info("topic created", topic=topic.name, partitions=len(topic.partitions), configs=topic.overrides or None)
         return topic
 
-    def _open_partitions(self, name: str, cfg: LogConfig, start: int, stop: int) -> list[Partition]:
-        """Open the logs of partitions [start, stop) of ``name``: all of them, or none.
+    def _open_partitions(self, name: str, topic_id: uuid.UUID, cfg: LogConfig, start: int, stop: int) -> list[Partition]:
+        """Open the new logs of partitions [start, stop) of ``name``: all of them, or none.
 
+        Each gets its ``partition.metadata`` (the topic id). A directory already there
+        belongs to no topic (a topic deleted, or created, when the broker stopped): it is
+        set aside first, never reused (``LogManager.set_aside``).
         A failure (too many open files, a full disk) closes and removes every log
         opened here, and the directory of the one that failed, then raises TopicError.
         """
         from protocol.errors import ErrorCode
 
         opened: list[Partition] = []
-        p = start
+        failed: int | None = start
         try:
-            for p in range(start, stop):
-                opened.append(Partition(name, p, self.logs.create(name, p, cfg)))
+            for failed in range(start, stop):
+                if self.logs.get(name, failed) is None and self.logs.path_of(name, failed).exists():
+                    self._set_aside(name, failed, "a directory of the new partition was already there")
+                opened.append(Partition(name, failed, self.logs.create(name, failed, cfg)))
+            failed = None  # all open: what fails now is a partition.metadata file
+            self.logs.write_topic_ids(name, list(range(start, stop)), topic_id)
         except OSError as exc:
-            self._discard_partitions(name, opened, failed=p)
-            log.error("partition creation failed, nothing kept", topic=name, partition=p, opened=len(opened), error=str(exc), errno=exc.errno)
-            raise TopicError(ErrorCode.unknown_server_error, f"Could not create partition {p} of topic '{name}': {exc}") from exc
+            self._discard_partitions(name, opened, failed=failed)
+            which = f"partition {failed}" if failed is not None else f"partitions {start}-{stop - 1}"
+            log.error("partition creation failed, nothing kept", topic=name, partition=failed, opened=len(opened), error=str(exc), errno=exc.errno)
+            raise TopicError(ErrorCode.unknown_server_error, f"Could not create {which} of topic '{name}': {exc}") from exc
         except BaseException:
-            self._discard_partitions(name, opened, failed=p)
+            self._discard_partitions(name, opened, failed=failed)
             raise
         return opened
 
-    async def _open_partitions_async(self, name: str, cfg: LogConfig, start: int, stop: int) -> list[Partition]:
+    async def _open_partitions_async(self, name: str, topic_id: uuid.UUID, cfg: LogConfig, start: int, stop: int) -> list[Partition]:
         loop = asyncio.get_running_loop()
         opened: list[Partition] = []
         try:
             for lo in range(start, stop, _OPEN_CHUNK):
                 hi = min(stop, lo + _OPEN_CHUNK)
-                chunk = loop.run_in_executor(None, self._open_partitions, name, cfg, lo, hi)
+                chunk = loop.run_in_executor(None, self._open_partitions, name, topic_id, cfg, lo, hi)
                 try:
                     opened += await asyncio.shield(chunk)
                 except asyncio.CancelledError:
@@ -518,6 +512,14 @@ class Cluster:
             self._discard_partitions(name, opened)
             raise
         return opened
+
+    def _set_aside(self, name: str, p: int, why: str, **fields) -> None:
+        """``LogManager.set_aside`` with a WARNING saying what became of the directory."""
+        stray = self.logs.set_aside(name, p)
+        if stray is None:
+            log.warning("partition directory removed: it held no record", topic=name, partition=p, reason=why, **fields)
+        else:
+            log.warning("partition directory set aside, not used", topic=name, partition=p, reason=why, moved_to=stray.name, **fields)
 
     def _discard_partitions(self, name: str, parts: list[Partition], failed: int | None = None) -> None:
         for part in parts:
@@ -563,7 +565,7 @@ class Cluster:
         self.check_add_partitions(topic, count)
         if validate_only:
             return
-        topic.partitions += self._open_partitions(topic.name, topic.config, current, count)
+        topic.partitions += self._open_partitions(topic.name, topic.topic_id, topic.config, current, count)
         self._grown(topic, count)
 
     async def add_partitions_async(self, topic: Topic, count: int, *, validate_only: bool = False) -> None:
@@ -577,7 +579,7 @@ class Cluster:
         self.check_add_partitions(topic, count)
         if validate_only:
             return
-        added = await self._open_partitions_async(topic.name, topic.config, current, count)
+        added = await self._open_partitions_async(topic.name, topic.topic_id, topic.config, current, count)
         if self.topics.get(topic.name) is not topic or len(topic.partitions) != current:
             self._discard_partitions(topic.name, added)
             raise TopicError(ErrorCode.unknown_topic_or_partition, f"The topic '{topic.name}' was deleted while partitions were added.")
@@ -603,6 +605,14 @@ class Cluster:
         pid = self._next_pid
         self._next_pid += 1
         return pid
+
+    def reserve_producer_ids(self, highest: int) -> None:
+        """Never hand out ``highest`` or an id below it (ids found in ``__transaction_state``)."""
+        if highest >= self._next_pid:
+            self._next_pid = highest + 1
+            if self._next_pid >= self._pid_limit:
+                self._pid_limit = self._next_pid + PRODUCER_ID_BLOCK
+                self._save()
 
     # ------------------------------------------------------------------ fetch waits
     async def wait_for_data(self, partitions: list[Partition], timeout: float) -> bool:
@@ -631,6 +641,15 @@ class Cluster:
         self.logs.stop()
 
 
+def meta_checksum(meta: dict) -> str:
+    """``meta.json``'s ``checksum``: CRC-32 (hex) of the rest of the document in canonical JSON,
+    so that a flipped bit that still parses is refused too (metadata_load.parse_meta)."""
+    import zlib
+
+    body = {k: v for k, v in meta.items() if k != "checksum"}
+    return format(zlib.crc32(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()), "08x")
+
+
 def _new_cluster_id() -> str:
     """Kafka's form (url-safe base64 of a random uuid); never starting with "-", as Kafka's Uuid.randomUuid."""
     import base64
@@ -640,10 +659,3 @@ def _new_cluster_id() -> str:
         if not text.startswith("-"):
             return text
 
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

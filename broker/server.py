@@ -379,11 +379,12 @@ class Broker:
 
     def _load(self) -> None:
         """Read the locked data directory: credentials, ACLs, logs and meta.json, the coordinators' topics."""
-        if self.security is not None or (self.config.data_dir / "scram-credentials.json").exists():
+        scram_file = self.config.data_dir / "scram-credentials.json"
+        if self.security is not None or scram_file.exists() or scram_file.with_name(scram_file.name + ".prev").exists():
             self.scram  # noqa: B018 - read the credentials file now: a broken one stops the start
         if self.acls is not None:
             self.acls.load()  # a broken ACL file stops the start
-        self.cluster.load()
+        self.cluster.load(self.internal_topic_configs)  # a damaged meta.json: rebuilt, or MetadataError
         self.cluster.logs.start_background()
         self.coordinator.start()
         if TXN_TOPIC in self.cluster.topics:
@@ -405,6 +406,26 @@ class Broker:
         data_lock, self.data_lock = self.data_lock, None
         if data_lock is not None:
             data_lock.release()
+
+    def internal_topic_configs(self, name: str) -> dict[str, str] | None:
+        """The configs an internal topic is created with: for one rebuilt from its directories."""
+        if name == "__consumer_offsets":
+            from .coordinator.service import offsets_topic_configs
+
+            return offsets_topic_configs(self.coordinator.config)
+        if name == TXN_TOPIC:
+            from .txn.service import txn_topic_configs
+
+            return txn_topic_configs()
+        if name == SHARE_STATE_TOPIC:
+            from .share.coordinator import share_state_topic_configs
+
+            return share_state_topic_configs(self.config.share_config())
+        if name == "__kafkalite_group_events":
+            from .coordinator.events import EVENTS_CONFIG
+
+            return dict(EVENTS_CONFIG)
+        return None
 
     def _unbind(self) -> None:
         """Close what a start that could not finish had bound."""
@@ -1750,10 +1771,11 @@ async def run(config: BrokerConfig) -> int:
         log.error("cannot listen", listener=name, host=host, port=port, error=str(exc))
         return 1
     except RuntimeError as exc:
+        from .metadata_load import MetadataError
         from .security.authorizer import AclStoreError
         from .security.scram import ScramStoreError
 
-        if not isinstance(exc, (ScramStoreError, AclStoreError)):
+        if not isinstance(exc, (ScramStoreError, AclStoreError, MetadataError)):
             raise
         log.error("cannot start", error=str(exc))
         return 1

@@ -3,7 +3,11 @@
 Layout::
 
     <data_dir>/<topic>-<partition>/        one PartitionLog per partition
+    <data_dir>/<topic>-<partition>/partition.metadata   its topic id (partition_meta.py)
     <data_dir>/<topic>-<partition>.<hex>-delete/   being deleted (removed in background)
+    <data_dir>/<topic>-<partition>.<hex>-stray/    set aside: holds records but belongs to no
+                                                   topic of the metadata (never opened, never
+                                                   removed: an operator's to inspect)
 
 Topic names may contain '.', '_' and '-'; the partition is parsed from the last
 '-'.  Per-topic configs are owned by the broker (it passes them in via
@@ -28,14 +32,18 @@ import uuid
 from pathlib import Path
 from collections.abc import Callable, Mapping
 
+from .atomic import fsync_dir
 from .config import LogConfig
 from .log import PartitionLog
+from .partition_meta import read_topic_id, write_topic_id
 
-__all__ = ["LogManager", "parse_partition_dir", "partition_dir_name"]
+__all__ = ["LogManager", "has_records", "parse_partition_dir", "partition_dir_name"]
 
 log = logging.getLogger(__name__)
 
 _DELETE_SUFFIX = "-delete"
+STRAY_SUFFIX = "-stray"
+_METADATA_WRITERS = 16  # threads writing partition.metadata files of a new topic (LogManager.write_topic_ids)
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -44,9 +52,18 @@ def partition_dir_name(topic: str, partition: int) -> str:
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
     topic, sep, part = name.rpartition("-")
-    if not sep or not topic or not part.isdigit() or name.startswith("."):
+    if not sep or not topic or not part.isdigit() or not part.isascii() or name.startswith(".") or len(part) > 10:
         return None
     return topic, int(part)
+
+
+def has_records(path: Path) -> bool:
+    """Whether a partition directory holds any record bytes (a non-empty segment file)."""
+    try:
+        with os.scandir(path) as entries:
+            return any(e.name.endswith(".log") and e.is_file() and e.stat().st_size > 0 for e in entries)
+    except OSError:
+        return True  # cannot tell: treat it as holding data
 
 
 class LogManager:
@@ -114,11 +131,13 @@ class LogManager:
         with self._lock:
             return dict(self._logs)
 
-    def create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+    def create(self, topic: str, partition: int, config: LogConfig | None = None, *, topic_id: uuid.UUID | None = None) -> PartitionLog:
         """Open (creating the directory if needed) the log of a partition.
 
         Returns the already-open log if there is one (its config is updated when
-        ``config`` is given)."""
+        ``config`` is given). With ``topic_id``, the directory's ``partition.metadata``
+        is written (fsynced) if it does not hold that id; the caller checks first that
+        the directory is not another topic's (``topic_id_of``, ``set_aside``)."""
         key = (topic, partition)
         existing = self._logs.get(key)
         if existing is not None and not existing.closed:
@@ -127,9 +146,78 @@ class LogManager:
             return existing
         path = self.data_dir / partition_dir_name(topic, partition)
         plog = PartitionLog.open(path, config or self.default_config, clock=self._clock)
+        if topic_id is not None:
+            try:
+                if read_topic_id(path)[0] != topic_id:
+                    write_topic_id(path, topic_id)
+            except BaseException:
+                plog.close()
+                raise
         with self._lock:
             self._logs[key] = plog
         return plog
+
+    def write_topic_ids(self, topic: str, partitions: list[int], topic_id: uuid.UUID) -> None:
+        """Write the ``partition.metadata`` of many new partitions at once: each with its own
+        fsyncs (``write_topic_id``), on up to 16 threads, so the file system commits them
+        together instead of one journal commit after the other (50 partitions: about 40 ms
+        instead of 400 ms on a disk where an fsync takes 4 ms). Raises the first error."""
+        paths = [self.path_of(topic, p) for p in partitions]
+        if len(paths) <= 1:
+            for path in paths:
+                write_topic_id(path, topic_id)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(_METADATA_WRITERS, len(paths)), thread_name_prefix="kafkalite-partition-metadata") as pool:
+            futures = [pool.submit(write_topic_id, path, topic_id) for path in paths]
+        for future in futures:
+            future.result()
+
+    def path_of(self, topic: str, partition: int) -> Path:
+        return self.data_dir / partition_dir_name(topic, partition)
+
+    def topic_id_of(self, topic: str, partition: int) -> tuple[uuid.UUID | None, str | None]:
+        """What the partition directory's ``partition.metadata`` says: (id, None) or (None, why
+        not), ``"missing"`` for no file; ``(None, "no directory")`` when there is no directory."""
+        path = self.path_of(topic, partition)
+        if not path.is_dir():
+            return None, "no directory"
+        return read_topic_id(path)
+
+    def partition_dirs(self) -> list[tuple[str, int]]:
+        """(topic, partition) of every partition directory on disk (not those being deleted or set aside)."""
+        found = []
+        try:
+            names = sorted(os.listdir(self.data_dir))
+        except FileNotFoundError:
+            return found
+        for entry in names:
+            parsed = parse_partition_dir(entry)
+            if parsed is not None and (self.data_dir / entry).is_dir():
+                found.append(parsed)
+        return found
+
+    def set_aside(self, topic: str, partition: int) -> Path | None:
+        """Take a partition directory out of the way of a topic it does not belong to.
+
+        One that holds no record is removed (returns None); one that does is renamed
+        ``<topic>-<partition>.<hex>-stray`` (returned) and kept, never opened again:
+        as Kafka keeps a stray log, it is for an operator to inspect or remove. The
+        partition's log must not be open."""
+        path = self.path_of(topic, partition)
+        if not path.exists():
+            return None
+        if not has_records(path):
+            doomed = path.with_name(f"{path.name}.{uuid.uuid4().hex}{_DELETE_SUFFIX}")
+            os.rename(path, doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+            fsync_dir(self.data_dir)
+            return None
+        stray = path.with_name(f"{path.name}.{uuid.uuid4().hex}{STRAY_SUFFIX}")
+        os.rename(path, stray)
+        fsync_dir(self.data_dir)
+        return stray
 
     def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
         return self.create(topic, partition, config)

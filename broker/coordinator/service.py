@@ -97,6 +97,11 @@ def _with_extra(result: Result) -> Result:
     return result
 
 
+def offsets_topic_configs(config: GroupConfig) -> dict[str, str]:
+    """The configs ``__consumer_offsets`` is created with (also given to one rebuilt from its directories)."""
+    return {"cleanup.policy": "compact", "segment.bytes": str(config.offsets_topic_segment_bytes)}
+
+
 class GroupCoordinator:
     def __init__(self, cluster, config: GroupConfig, *, fsync_always: bool) -> None:
         self.cluster = cluster
@@ -118,11 +123,7 @@ class GroupCoordinator:
     def start(self) -> None:
         topic = self.cluster.topics.get(OFFSETS_TOPIC)
         if topic is None:
-            topic = self.cluster.create_topic(
-                OFFSETS_TOPIC,
-                self.config.offsets_topic_num_partitions,
-                {"cleanup.policy": "compact", "segment.bytes": str(self.config.offsets_topic_segment_bytes)},
-            )
+            topic = self.cluster.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, offsets_topic_configs(self.config))
         publisher = EventPublisher(self.cluster)
         self.watch = LoopWatch(asyncio.get_running_loop())
         self.watch.start()

@@ -26,7 +26,9 @@ matches every value of a field, a null name/principal/host every one, and
 pattern type MATCH every pattern that would apply to the named resource.
 
 ``AclStore`` keeps the bindings in ``<data-dir>/acls.json`` (temp file, fsync,
-rename, as the SCRAM credentials are kept) and is read at start.
+rename, the version replaced kept as ``acls.json.prev``, as the SCRAM credentials
+are kept) and is read at start (``scram.read_kept_file``: a missing file is
+replaced by its previous version, an unreadable one stops the start).
 """
 
 from __future__ import annotations
@@ -398,6 +400,10 @@ def from_config(config) -> Authorizer | None:
     return Authorizer(supers, bool(config.allow_everyone_if_no_acl_found))
 
 
+def _decode_bindings(data: bytes) -> list[AclBinding]:
+    return [AclBinding.from_json(d) for d in json.loads(data)["acls"]]
+
+
 class AclStoreError(RuntimeError):
     """The ACL file cannot be read (the broker does not start)."""
 
@@ -411,14 +417,16 @@ class AclStore:
         self._lock: asyncio.Lock | None = None
 
     def load(self) -> None:
-        if self.path is None or not self.path.exists():
+        if self.path is None:
             return
+        from .scram import read_kept_file
+
         try:
-            doc = json.loads(self.path.read_bytes())
-            bindings = [AclBinding.from_json(d) for d in doc["acls"]]
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise AclStoreError(f"cannot read ACLs from {self.path}: {type(exc).__name__}: {exc}") from None
-        self.authorizer.replace(bindings)
+            bindings = read_kept_file(self.path, _decode_bindings, "ACL")
+        except (ValueError, OSError) as exc:
+            raise AclStoreError(f"cannot read ACLs from {self.path}: {exc}") from None
+        if bindings is not None:
+            self.authorizer.replace(bindings)
 
     def _encode(self, bindings) -> bytes:
         return json.dumps({"version": 1, "acls": [b.to_json() for b in sorted(bindings)]}, indent=1).encode()
@@ -426,10 +434,10 @@ class AclStore:
     async def _save(self, bindings: set[AclBinding]) -> None:
         if self.path is None:
             return
-        from .scram import _write_atomically
+        from .scram import _write_credentials  # mode 0600 and the previous version kept, as the credentials
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(_write_atomically, self.path, self._encode(bindings))
+        await asyncio.to_thread(_write_credentials, self.path, self._encode(bindings))
 
     def _lock_(self) -> asyncio.Lock:
         if self._lock is None:

@@ -14,8 +14,10 @@ A login is two HMACs and a hash.
 own ``user_<name>="<password>"`` options on a ScramLoginModule JAAS line),
 read-only, and those from AlterUserScramCredentials, which win over them and
 are kept in ``<data-dir>/scram-credentials.json`` (written to a temporary
-file, fsynced, renamed over the old one and the directory fsynced, on a
-worker thread: the event loop never waits on the disk).
+file, fsynced, renamed over the old one, whose version is kept as
+``scram-credentials.json.prev``, and the directory fsynced, on a worker
+thread: the event loop never waits on the disk; ``read_kept_file`` says how
+a missing or unreadable file is read).
 """
 
 from __future__ import annotations
@@ -25,12 +27,12 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.errors import ErrorCode
+from storage.atomic import previous_path, read_with_fallback, write_atomically
 
 from ..coordinator.placement import java_string_hash
 from ..logs import get_logger
@@ -85,23 +87,43 @@ def _b64(b: bytes) -> str:
     return base64.b64encode(b).decode("ascii")
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Temp file, fsync, rename, fsync the directory: the file is the old one or the new one, whole."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+def read_kept_file(path: Path, parse, what: str):
+    """The parsed content of a security file (``acls.json``, ``scram-credentials.json``), or None
+    when there is none. Written with ``write_atomically(..., keep_previous=True)``: when the file
+    is missing (deleted, or a crash between the write's two renames) and ``<file>.prev`` is
+    readable, that version is used, with a WARNING. A file that is there but unreadable is not
+    passed over (its last change might have removed access): ``ValueError`` says so, and where
+    the previous version is, for the operator to decide."""
+    read = read_with_fallback(path, parse)
+    if read.missing:
+        return None
+    current_reason = read.refused[0][1] if read.refused and read.refused[0][0] == path else None
+    if current_reason is not None and current_reason != "missing":
+        prev = previous_path(path)
+        hint = f"; the version before its last change is {prev.name}: check it and rename it to {path.name} to use it" if prev.exists() else ""
+        raise ValueError(f"{current_reason}{hint}")
+    if read.source is None:
+        raise ValueError("; ".join(f"{p.name}: {why}" for p, why in read.refused))
+    log.warning(f"{what} file missing, its previous version is used", file=str(path), used=str(read.source),
+                note="the last change may be missing")
+    return read.value
+
+
+def _decode(data: bytes) -> dict[str, dict[str, ScramCredential]]:
+    doc = json.loads(data)
+    return {
+        user: {
+            mech: ScramCredential(base64.b64decode(c["salt"]), base64.b64decode(c["stored_key"]), base64.b64decode(c["server_key"]), int(c["iterations"]))
+            for mech, c in mechs.items()
+            if mech in HASHES
+        }
+        for user, mechs in doc["users"].items()
+    }
+
+
+def _write_credentials(path: Path, data: bytes) -> None:
+    """Temp file (mode 0600), fsync, rename, fsync the directory; the version replaced is kept as ``.prev``."""
+    write_atomically(path, data, keep_previous=True, mode=0o600)
 
 
 class ScramStoreError(RuntimeError):
@@ -119,20 +141,14 @@ class ScramStore:
 
     # -- reading ------------------------------------------------------------
     def load(self) -> None:
-        if self.path is None or not self.path.exists():
+        if self.path is None:
             return
         try:
-            doc = json.loads(self.path.read_bytes())
-            stored = {}
-            for user, mechs in doc["users"].items():
-                stored[user] = {
-                    mech: ScramCredential(base64.b64decode(c["salt"]), base64.b64decode(c["stored_key"]), base64.b64decode(c["server_key"]), int(c["iterations"]))
-                    for mech, c in mechs.items()
-                    if mech in HASHES
-                }
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ScramStoreError(f"cannot read SCRAM credentials from {self.path}: {type(exc).__name__}") from None
-        self.stored = stored
+            stored = read_kept_file(self.path, _decode, "SCRAM credentials")
+        except (ValueError, OSError) as exc:
+            raise ScramStoreError(f"cannot read SCRAM credentials from {self.path}: {exc}") from None
+        if stored is not None:
+            self.stored = stored
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         cred = self.stored.get(user, {}).get(mechanism)
@@ -225,7 +241,7 @@ class ScramStore:
         if to_delete or to_upsert:
             if self.path is not None:
                 data = _encode(stored)
-                await asyncio.get_running_loop().run_in_executor(None, _write_atomically, self.path, data)
+                await asyncio.get_running_loop().run_in_executor(None, _write_credentials, self.path, data)
             self.stored = stored
             log.info("SCRAM credentials altered", upserted=sorted(to_upsert), deleted=sorted(to_delete))
         results = [{"user": u, "error_code": ErrorCode.none, "error_message": None} for u in _java_order(to_delete)]

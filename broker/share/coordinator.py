@@ -130,6 +130,12 @@ class ShareRuntime:
         return plog.log_start_offset
 
 
+def share_state_topic_configs(config: ShareConfig) -> dict[str, str]:
+    """The configs ``__share_group_state`` is created with (ShareCoordinatorService.shareGroupStateTopicConfigs),
+    also given to one rebuilt from its directories."""
+    return {"cleanup.policy": "delete", "retention.ms": "-1", "segment.bytes": str(config.segment_bytes)}
+
+
 class ShareCoordinator:
     """Every partition of ``__share_group_state``: Kafka's share coordinator on one node."""
 
@@ -160,9 +166,7 @@ class ShareCoordinator:
             return
         topic = self.cluster.topics.get(SHARE_STATE_TOPIC)
         if topic is None:  # ShareCoordinatorService.shareGroupStateTopicConfigs
-            topic = self.cluster.create_topic(SHARE_STATE_TOPIC, self.config.num_partitions, {
-                "cleanup.policy": "delete", "retention.ms": "-1", "segment.bytes": str(self.config.segment_bytes),
-            })
+            topic = self.cluster.create_topic(SHARE_STATE_TOPIC, self.config.num_partitions, share_state_topic_configs(self.config))
             self.runtimes = [ShareRuntime(self, p) for p in topic.partitions]
             for rt in self.runtimes:
                 rt.state = ACTIVE  # a new topic: nothing to load

@@ -44,6 +44,7 @@ log = get_logger("transactions")
 OFFSETS_TOPIC = "__consumer_offsets"
 LOADING, ACTIVE, FAILED = "loading", "active", "failed"
 _LOAD_CHUNK = 5 * 1024 * 1024
+TXN_SEGMENT_BYTES = 100 * 1024 * 1024  # transaction.state.log.segment.bytes
 # markers that could not be written are tried again after 20 ms, doubling to at most 5 s
 _MARKER_RETRY_S = 0.02
 _RETRY_MAX_S = 5.0
@@ -98,6 +99,11 @@ async def load_all(runtimes: list, failure: str) -> None:
             log.exception(failure, partition=rt.partition.index)
 
 
+def txn_topic_configs(segment_bytes: int = TXN_SEGMENT_BYTES) -> dict[str, str]:
+    """The configs ``__transaction_state`` is created with (also given to one rebuilt from its directories)."""
+    return {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
+
+
 class TxnRuntime:
     """One ``__transaction_state`` partition: its shard, its appends and its completions."""
 
@@ -113,6 +119,11 @@ class TxnRuntime:
         if getattr(self.partition.log, "recovery_truncations", None):
             report_cuts(self.partition.log, TXN_TOPIC, self.partition.index, "transactional_ids", transactional_id)
         records = await replay_log(self.partition.log, self.shard.replay_bytes)
+        # the producer ids the transactional ids hold are never handed out again, even after cluster
+        # metadata rebuilt from the partition directories (Cluster.reserve_producer_ids)
+        self.owner.cluster.reserve_producer_ids(max(
+            (max(m.producer_id, m.prev_producer_id, m.next_producer_id) for m in self.shard.txns.values()), default=-1,
+        ))
         self.state = ACTIVE
         for completion in self.shard.on_loaded(_now_ms()):
             self._complete_later(completion)
@@ -190,7 +201,7 @@ class TxnRuntime:
 class TransactionCoordinator:
     """Every partition of ``__transaction_state``, and the markers the transactions write."""
 
-    def __init__(self, cluster, groups, config: TxnConfig, *, num_partitions: int = 50, segment_bytes: int = 100 * 1024 * 1024,
+    def __init__(self, cluster, groups, config: TxnConfig, *, num_partitions: int = 50, segment_bytes: int = TXN_SEGMENT_BYTES,
                  fsync_always: bool = False) -> None:
         self.cluster = cluster
         self.groups = groups  # the group coordinator: markers for __consumer_offsets partitions
@@ -217,9 +228,7 @@ class TransactionCoordinator:
             return
         topic = self.cluster.topics.get(TXN_TOPIC)
         if topic is None:
-            topic = self.cluster.create_topic(
-                TXN_TOPIC, self.num_partitions, {"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes)}
-            )
+            topic = self.cluster.create_topic(TXN_TOPIC, self.num_partitions, txn_topic_configs(self.segment_bytes))
         allocate = self.cluster.allocate_producer_id
         self.runtimes = [
             TxnRuntime(self, p, TxnShard(allocate, self.config, index=p.index, coordinator_epoch=0, clock_ms=_now_ms))

@@ -248,11 +248,11 @@ def test_other_clients_are_served_while_a_big_creation_runs(inproc, raw, monkeyp
     started, release = threading.Event(), threading.Event()
     real = Cluster._open_partitions
 
-    def held(self, topic, cfg, start, stop):
+    def held(self, topic, topic_id, cfg, start, stop):
         if topic == name and start > 0:
             started.set()
             assert release.wait(60)
-        return real(self, topic, cfg, start, stop)
+        return real(self, topic, topic_id, cfg, start, stop)
 
     monkeypatch.setattr(Cluster, "_open_partitions", held)
     other = RawClient(inproc.bootstrap_servers)

@@ -43,7 +43,6 @@ log = logging.getLogger(__name__)
 
 _DELETE_SUFFIX = "-delete"
 STRAY_SUFFIX = "-stray"
-_METADATA_WRITERS = 16  # threads writing partition.metadata files of a new topic (LogManager.write_topic_ids)
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -136,7 +135,7 @@ class LogManager:
 
         Returns the already-open log if there is one (its config is updated when
         ``config`` is given). With ``topic_id``, the directory's ``partition.metadata``
-        is written (fsynced) if it does not hold that id; the caller checks first that
+        is written (not fsynced: see ``write_topic_ids``) if it does not hold that id; the caller checks first that
         the directory is not another topic's (``topic_id_of``, ``set_aside``)."""
         key = (topic, partition)
         existing = self._logs.get(key)
@@ -149,7 +148,7 @@ class LogManager:
         if topic_id is not None:
             try:
                 if read_topic_id(path)[0] != topic_id:
-                    write_topic_id(path, topic_id)
+                    write_topic_id(path, topic_id, fsync=False)
             except BaseException:
                 plog.close()
                 raise
@@ -158,21 +157,14 @@ class LogManager:
         return plog
 
     def write_topic_ids(self, topic: str, partitions: list[int], topic_id: uuid.UUID) -> None:
-        """Write the ``partition.metadata`` of many new partitions at once: each with its own
-        fsyncs (``write_topic_id``), on up to 16 threads, so the file system commits them
-        together instead of one journal commit after the other (50 partitions: about 40 ms
-        instead of 400 ms on a disk where an fsync takes 4 ms). Raises the first error."""
-        paths = [self.path_of(topic, p) for p in partitions]
-        if len(paths) <= 1:
-            for path in paths:
-                write_topic_id(path, topic_id)
-            return
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=min(_METADATA_WRITERS, len(paths)), thread_name_prefix="kafkalite-partition-metadata") as pool:
-            futures = [pool.submit(write_topic_id, path, topic_id) for path in paths]
-        for future in futures:
-            future.result()
+        """Write the ``partition.metadata`` of new partitions, not fsynced: as Kafka, which
+        flushes it outside the request's path. ``meta.json``, fsynced after, names the topic
+        id too, and a start that finds the file missing or unreadable beside a readable
+        ``meta.json`` writes it again (broker/metadata_load.py); a ``kill -9`` loses nothing
+        that reached the page cache. Fsyncing them here cost a topic of 50 partitions 50 ms
+        and more at every fresh start (``__consumer_offsets``). Raises the first error."""
+        for p in partitions:
+            write_topic_id(self.path_of(topic, p), topic_id, fsync=False)
 
     def path_of(self, topic: str, partition: int) -> Path:
         return self.data_dir / partition_dir_name(topic, partition)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 # OffsetCommit (a classic member's commit counts as a heartbeat), JoinGroup, Heartbeat,
 # SyncGroup, ConsumerGroupHeartbeat, ShareGroupHeartbeat
 LIVENESS_APIS = frozenset({8, 11, 12, 14, 68, 76})
+_OFFSET_COMMIT = 8
 
 
 def _member(event) -> tuple[str, str] | None:
@@ -58,11 +59,12 @@ class Arrivals:
         if key is not None:
             waiting = self._waiting
             waiting[key] = waiting.get(key, 0) + 1
-            heard = self._heard
-            heard.pop(key, None)
-            heard[key] = self.clock()
-            if len(heard) > self.capacity:
-                del heard[next(iter(heard))]
+            if event.api_key != _OFFSET_COMMIT:  # a commit is waited for, but it is no heartbeat of a KIP-848 member
+                heard = self._heard
+                heard.pop(key, None)
+                heard[key] = self.clock()
+                if len(heard) > self.capacity:
+                    del heard[next(iter(heard))]
 
     def started(self, event) -> None:
         """The request's handler runs now (or it never will: its connection closed)."""
@@ -80,8 +82,8 @@ class Arrivals:
         return (group_id, member_id) in self._waiting
 
     def silent_ms(self, group_id: str, member_id: str) -> int | None:
-        """Milliseconds since a request of the member was last read (handled or not: a client
-        that gave up waiting for its answer and closed the connection was alive when it sent
-        it), or None."""
+        """Milliseconds since a request of the member other than OffsetCommit was last read
+        (handled or not: a client that gave up waiting for its answer and closed the
+        connection was alive when it sent it), or None."""
         at = self._heard.get((group_id, member_id))
         return None if at is None else int((self.clock() - at) * 1000)

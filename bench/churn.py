@@ -441,6 +441,21 @@ def _install_trace(path: str) -> None:
 
     conn_cls.data_received, conn_cls._dispatch, conn_cls.connection_lost = data_received, dispatch, connection_lost
 
+    import broker.handlers.consumer_group_heartbeat as cgh_handler
+
+    real_cgh = cgh_handler.handle
+
+    async def cgh_handle(ctx, req):
+        # every ConsumerGroupHeartbeat answer, errors refused before the coordinator included
+        body = await real_cgh(ctx, req)
+        code = int(body.get("error_code", 0) or 0)
+        if code:
+            w(ev="cgh_error", client=ctx.request.client_id, member=req.member_id, epoch=req.member_epoch, err=code, msg=body.get("error_message"),
+              owned=None if req.topic_partitions is None else sum(len(tp.partitions) for tp in req.topic_partitions))
+        return body
+
+    cgh_handler.handle = cgh_handle
+
     real_hb = consumer.ConsumerGroups.heartbeat
 
     def cg_heartbeat(self, p):

@@ -985,7 +985,7 @@ class KafkaConnection(asyncio.Protocol):
         if queue:
             for event in queue:
                 if type(event) is Request and event.api_key in LIVENESS_APIS:
-                    broker.arrivals.started(event)  # never handled: no longer evidence of life
+                    broker.arrivals.dropped(event)  # never handled, but sent by a live client
         self.queue = None
         self.ctx = None
         self.held_out = None

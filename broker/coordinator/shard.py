@@ -375,8 +375,9 @@ class GroupShard:
           ``EXPIRY_RECHECK_MS`` later (its handler, which runs before then, re-arms or cancels
           the timer), for at most ``limit_ms`` past the first deferral (``until``), so a client
           that queues requests and never reads its answers does not live for ever;
-        - for a session (``session``): a request of the member was read less than ``limit_ms``
-          ago (its session runs from then).
+        - for a session (``session``): a request of the member that its connection dropped
+          before it was handled was read less than ``limit_ms`` ago (its session runs from
+          then, as from a heartbeat handled; one handled is judged by the coordinator).
         """
         waiting = self.waiting
         if any(waiting(group_id, m) for m in member_ids):

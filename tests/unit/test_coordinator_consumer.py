@@ -1102,7 +1102,7 @@ def test_a_session_runs_from_the_last_request_read_even_if_its_connection_closed
     h.advance(40_000)
     h.hb(b, 3)
     arrivals.arrived(request(G, a))  # read at 40 s, then the client gave up and closed the connection
-    arrivals.started(request(G, a))  # dropped with the connection, never handled
+    arrivals.dropped(request(G, a))  # dropped with the connection, never handled
     h.advance(5_000)  # a's session (from its last handled heartbeat, at 0 s) is due at 45 s
     assert a in h.cgroup().members  # it was heard from at 40 s: its session runs to 85 s
     h.advance(39_999)
@@ -1110,6 +1110,21 @@ def test_a_session_runs_from_the_last_request_read_even_if_its_connection_closed
     assert a in h.cgroup().members
     h.advance(1)
     assert a not in h.cgroup().members and b in h.cgroup().members
+
+
+def test_a_fenced_member_that_keeps_sending_heartbeats_is_still_expired(h):
+    """Heartbeats the coordinator handles and refuses (a stale epoch) are no sign of life:
+    the member goes once its session runs out, as in Kafka, and the client rejoins anew."""
+    arrivals = arrivals_of(h)
+    a, b = two_members(h)
+    for _ in range(44):
+        h.advance(1_000)
+        h.hb(b, 3)
+        arrivals.arrived(request(G, a))
+        arrivals.started(request(G, a))
+        assert err(h.hb(a, 0, topics=("t",), rebalance=30_000)) == E.fenced_member_epoch  # rejoining with its old id
+    h.advance(1_000)
+    assert a not in h.cgroup().members
 
 
 def test_a_queued_request_defers_fencing_for_at_most_one_more_session(h):
@@ -1122,7 +1137,7 @@ def test_a_queued_request_defers_fencing_for_at_most_one_more_session(h):
     arrivals.arrived(request(G, a))  # never started
     h.advance(1_000)
     assert a in h.cgroup().members
-    h.advance(44_000)  # heard at 44 s: its session from then runs to 89 s; the waiting bound too
+    h.advance(44_000)  # deferred at 45 s, for at most one more session: to 90 s
     h.hb(b, 3)
     assert a in h.cgroup().members
     h.advance(1_000)

@@ -21,6 +21,7 @@ from pathlib import Path
 from protocol.errors import ErrorCode
 from protocol.records import CorruptRecordError, keyless_records, validate_produce_batch
 from storage.config import LogConfig
+from storage.crashpoints import crash_point
 from storage.manager import LogManager
 
 from .logs import get_logger
@@ -358,6 +359,7 @@ class Cluster:
             json.dump(meta, f, indent=1, sort_keys=True)
             f.flush()
             os.fsync(f.fileno())
+        crash_point("meta.save.renaming")
         os.replace(tmp, path)
         _fsync_dir(self.data_dir)
 
@@ -471,7 +473,9 @@ class Cluster:
 
     def _created(self, topic: Topic) -> Topic:
         self._index(topic)
+        crash_point("topic.create.saving")
         self._save()
+        crash_point("topic.create.saved")
         log.info("topic created", topic=topic.name, partitions=len(topic.partitions), configs=topic.overrides or None)
         return topic
 
@@ -488,6 +492,7 @@ class Cluster:
         try:
             for p in range(start, stop):
                 opened.append(Partition(name, p, self.logs.create(name, p, cfg)))
+                crash_point("partition.dir.created")
         except OSError as exc:
             self._discard_partitions(name, opened, failed=p)
             log.error("partition creation failed, nothing kept", topic=name, partition=p, opened=len(opened), error=str(exc), errno=exc.errno)
@@ -535,13 +540,17 @@ class Cluster:
         del self.topics[topic.name]
         del self.by_id[topic.topic_id]
         self.metadata.refresh(self.topics)
+        crash_point("topic.delete.saving")
         self._save()
+        crash_point("topic.delete.saved")
         for listener in self.on_topic_deleted:  # the share coordinator drops the topic's share state
             try:
                 listener(topic.topic_id)
             except Exception:  # noqa: BLE001 - the topic is gone either way
                 log.exception("topic deletion listener failed", topic=topic.name)
-        for part in topic.partitions:
+        for i, part in enumerate(topic.partitions):
+            if i:
+                crash_point("topic.delete.mid")
             part.notify()
             self.logs.delete(topic.name, part.index)
         log.info("topic deleted", topic=topic.name)
@@ -586,7 +595,9 @@ class Cluster:
 
     def _grown(self, topic: Topic, count: int) -> None:
         self.metadata.refresh(self.topics)
+        crash_point("partitions.add.saving")
         self._save()
+        crash_point("partitions.add.saved")
         log.info("partitions added", topic=topic.name, partitions=count)
 
     def partition(self, topic: str, index: int) -> Partition | None:

@@ -80,6 +80,7 @@ from protocol.records import (
 from . import compaction
 from .compaction import CompactionStats
 from .config import LogConfig
+from .crashpoints import crash_point
 from .errors import (
     InvalidOffsetError,
     LogClosedError,
@@ -508,7 +509,9 @@ class PartitionLog:
         view = self._view
         old = view.segs[-1]
         old.seal()
+        crash_point("segment.roll.before")
         new = Segment.create(self.path, new_base, cfg.segment_index_bytes, cfg.index_interval_bytes)
+        crash_point("segment.roll.after")
         self._pending_seal.append(old)
         if self._txn.tracked:  # the state at new_base, written with the rolled segment
             self._pending_snaps.append((new_base, encode_snapshot(new_base, self._txn.open_txns()), self._epoch))
@@ -939,8 +942,12 @@ class PartitionLog:
                 tracked = self._txn.tracked
                 if tracked:  # applied by the appending thread at the next marker
                     self._txn_prune_below = rest[0].base_offset
-            for s in chosen:
+            crash_point("retention.delete.before")
+            for i, s in enumerate(chosen):
+                if i:
+                    crash_point("retention.delete.mid")
                 s.delete_files(txn_index=True)
+            crash_point("retention.delete.after")
             if tracked:
                 self._prune_snapshots(below=rest[0].base_offset)
             log.info("retention: deleted %d segment(s) of %s; log start offset now %d", k, self.path, new_start)

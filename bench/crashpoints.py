@@ -1,0 +1,449 @@
+"""Crash consistency at every named write point (storage/crashpoints.py).
+
+For each point and hit number: a copy of a prepared data directory, a broker
+started on it with ``KAFKALITE_CRASH_AT=<point>:<n>``, a workload that reaches
+every point (acks=all produces, offset commits, topic creation and deletion,
+CreatePartitions, segment rolls, retention by size, compaction) until the broker
+kills itself with SIGKILL there; then the broker is started again without the
+variable on the same directory and checked:
+
+* it starts;
+* every acknowledged record is at its offset with its value (unless retention
+  moved the log start past it, or compaction kept a later record of its key);
+* every acknowledged commit is there (the group's offset is at least it);
+* the topics keep their ids and partition counts (an unanswered CreatePartitions
+  may have happened or not); an acknowledged deletion stays deleted; an
+  unanswered creation or deletion left the topic whole or absent;
+* a topic created again where one was deleted, and partitions added again,
+  start empty (no partition directory of an old topic comes back).
+
+    python -m bench.crashpoints --kills 20            # 20 kills per point (hits 1..20, seeds vary)
+    python -m bench.crashpoints --points index.append --kills 3
+
+The test (tests/integration/test_crash_points.py) runs hits 1 and 2 of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from protocol.errors import ErrorCode
+from protocol.records import Record, build_batch
+from storage.crashpoints import ENV
+from tests.broker_process import BrokerProcess
+from tests.raw import RawClient
+
+# every crash point and where it is (docs/reliability.md, "Crash points")
+POINTS = {
+    "segment.roll.before": "storage/log.py PartitionLog._roll_locked: old segment sealed, new file not created",
+    "segment.roll.after": "storage/log.py PartitionLog._roll_locked: new segment file exists, not in the segment list",
+    "index.append": "storage/segment.py Segment.note_batch: batch written, its offset/time index entry not added",
+    "index.save.before": "storage/segment.py Segment.save_indexes: rolled segment fsynced, no index file written",
+    "index.save.mid": "storage/segment.py Segment.save_indexes: .index written, .timeindex not",
+    "index.save.after": "storage/segment.py Segment.save_indexes: both index files written",
+    "retention.delete.before": "storage/log.py enforce_retention: log start moved in memory, no file deleted",
+    "retention.delete.mid": "storage/log.py enforce_retention: some of the expired segments deleted",
+    "retention.delete.after": "storage/log.py enforce_retention: all expired segments deleted",
+    "compaction.cleaned": "storage/compaction.py _clean_group: .cleaned written, not renamed to .swap",
+    "compaction.swap": "storage/compaction.py _clean_group: .swap in place (commit point), old segments still there",
+    "compaction.deleted": "storage/compaction.py _clean_group: old segments deleted, .swap not renamed to .log",
+    "partition.dir.created": "broker/cluster.py _open_partitions: a partition directory created (CreateTopics, CreatePartitions)",
+    "topic.create.saving": "broker/cluster.py _created: all partition directories exist, meta.json not written",
+    "topic.create.saved": "broker/cluster.py _created: meta.json written, not answered",
+    "topic.delete.saving": "broker/cluster.py delete_topic: topic gone from memory, meta.json not written",
+    "topic.delete.saved": "broker/cluster.py delete_topic: meta.json written, no partition directory removed",
+    "topic.delete.mid": "broker/cluster.py delete_topic: some partition directories removed",
+    "partitions.add.saving": "broker/cluster.py _grown: new partition directories exist, meta.json not written",
+    "partitions.add.saved": "broker/cluster.py _grown: meta.json written, not answered",
+    "meta.save.renaming": "broker/cluster.py Cluster._save: meta.json.tmp written and fsynced, not renamed",
+    "coordinator.append.before": "broker/coordinator/runtime.py ShardRuntime._flush: records encoded, not appended",
+    "coordinator.append.after": "broker/coordinator/runtime.py ShardRuntime._flush: appended (and fsynced per policy), not answered",
+}
+
+BROKER_ARGS = (
+    "--offsets-topic-num-partitions", "1",
+    "--set", "maintenance_interval_ms=50",
+    "--set", "log.retention.check.interval.ms=100",
+    "--set", "log.initial.task.delay.ms=0",
+)
+SEG = 16384
+FIXED = {
+    "data": (3, {"segment.bytes": str(SEG)}),
+    "retain": (1, {"segment.bytes": str(SEG), "retention.bytes": str(3 * SEG)}),
+    "compact": (1, {"segment.bytes": str(SEG), "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
+                    "min.compaction.lag.ms": "0", "delete.retention.ms": "0"}),
+    "grow": (1, {}),
+}
+GROUP = "crash-group"
+EPH_PARTITIONS = 3
+COMPACT_KEYS = 20
+
+
+class CrashProblem(AssertionError):
+    pass
+
+
+@dataclass
+class Seen:
+    """What the broker acknowledged before it died, and what was in flight."""
+
+    records: list = field(default_factory=list)  # (topic, partition, offset, key, value)
+    commits: dict = field(default_factory=dict)  # (topic, partition) -> last acknowledged offset
+    created: dict = field(default_factory=dict)  # ephemeral topic -> id (None if unknown)
+    deleted: set = field(default_factory=set)
+    grow_acked: int = 1
+    grow_asked: int = 1
+    inflight_create: str | None = None
+    inflight_delete: str | None = None
+    ops: int = 0
+
+
+# ---------------------------------------------------------------------------- requests
+def _create(c: RawClient, name: str, partitions: int, configs: dict) -> int:
+    body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
+                        "configs": [{"name": k, "value": v} for k, v in configs.items()]}], "timeout": 10000, "validate_only": False}
+    return c.request(19, 7, body).topics[0].error_code
+
+
+def _delete(c: RawClient, name: str) -> int:
+    return c.request(20, 5, {"topic_names": [name], "timeout": 10000}).responses[0].error_code
+
+
+def _grow(c: RawClient, name: str, count: int) -> int:
+    body = {"topics": [{"name": name, "count": count, "assignments": None}], "timeout": 10000, "validate_only": False}
+    return c.request(37, 3, body).results[0].error_code
+
+
+def _metadata(c: RawClient) -> dict:
+    """name -> (topic id, partition count) of every topic."""
+    resp = c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    return {t.name: (str(t.topic_id), len(t.partitions)) for t in resp.topics if t.error_code == ErrorCode.none}
+
+
+def _produce(c: RawClient, topic: str, partition: int, kvs: list) -> int | None:
+    """Base offset of the acknowledged batch, or None if refused."""
+    now = int(time.time() * 1000)
+    batch = build_batch([Record(offset=i, timestamp=now, key=k, value=v, headers=[]) for i, (k, v) in enumerate(kvs)])
+    body = {"transactional_id": None, "acks": -1, "timeout": 10000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]}
+    part = c.request(0, 9, body).responses[0].partition_responses[0]
+    return part.base_offset if part.error_code == ErrorCode.none else None
+
+
+def _commit(c: RawClient, offsets: dict) -> dict:
+    """{(topic, partition): offset} -> the error code of each."""
+    topics: dict = {}
+    for (t, p), off in offsets.items():
+        topics.setdefault(t, []).append({"partition_index": p, "committed_offset": off, "committed_leader_epoch": -1, "committed_metadata": ""})
+    body = {"group_id": GROUP, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+    resp = c.request(8, 9, body)
+    return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+
+
+def _committed(c: RawClient, keys: list) -> dict:
+    topics: dict = {}
+    for t, p in keys:
+        topics.setdefault(t, []).append(p)
+    body = {"groups": [{"group_id": GROUP, "member_id": None, "member_epoch": -1,
+                        "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}], "require_stable": True}
+    g = c.request(9, 9, body).groups[0]
+    return {(t.name, p.partition_index): p.committed_offset for t in g.topics for p in t.partitions}
+
+
+# ---------------------------------------------------------------------------- the workload
+def prepare(template: Path) -> dict:
+    """A data directory with the fixed topics (and __consumer_offsets); returns their ids."""
+    b = BrokerProcess(template, *BROKER_ARGS).start()
+    try:
+        c = RawClient(b.bootstrap)
+        for name, (parts, cfg) in FIXED.items():
+            assert _create(c, name, parts, cfg) == ErrorCode.none
+        assert _commit(c, {("data", 0): 0}) == {("data", 0): ErrorCode.none}  # the group's shard is loaded
+        ids = _metadata(c)
+        c.close()
+    finally:
+        b.stop()
+    return {name: ids[name][0] for name in FIXED}
+
+
+def _alive(b: BrokerProcess) -> bool:
+    return b.proc is not None and b.proc.poll() is None
+
+
+def drive(b: BrokerProcess, seen: Seen, rng: random.Random, deadline: float) -> None:
+    """Run the workload until the broker dies or ``deadline``."""
+    c = RawClient(b.bootstrap)
+    c.sock.settimeout(30)
+    n = 0
+    eph = 0
+    try:
+        while time.monotonic() < deadline and _alive(b):
+            n += 1
+            seen.ops = n
+            # records: a few batches to each fixed topic
+            for topic, parts in (("data", 3), ("retain", 1), ("compact", 1)):
+                for _ in range(rng.randint(1, 3)):
+                    p = rng.randrange(parts)
+                    count = rng.randint(1, 20)
+                    if topic == "compact":
+                        kvs = [(b"k%d" % rng.randrange(COMPACT_KEYS), b"%d-%s" % (n, uuid.uuid4().hex.encode())) for _ in range(count)]
+                    else:
+                        kvs = [(b"k%d" % i, b"%d-%d-%s" % (n, i, uuid.uuid4().hex.encode()) * 4) for i in range(count)]
+                    base = _produce(c, topic, p, kvs)
+                    if base is not None:
+                        seen.records += [(topic, p, base + i, k, v) for i, (k, v) in enumerate(kvs)]
+            # a commit of each data partition (increasing offsets)
+            offsets = {("data", p): n * 10 + p for p in range(3)}
+            for key, err in _commit(c, offsets).items():
+                if err == ErrorCode.none:
+                    seen.commits[key] = offsets[key]
+            # topics: every other round, create one, write to it, delete the one before; grow "grow"
+            if n % 2 == 0:
+                eph += 1
+                name = f"eph-{eph}"
+                seen.inflight_create = name
+                if _create(c, name, EPH_PARTITIONS, {}) == ErrorCode.none:
+                    seen.created[name] = None
+                    seen.inflight_create = None
+                    seen.created[name] = _metadata(c).get(name, (None,))[0]
+                    for p in range(EPH_PARTITIONS):
+                        kvs = [(b"e", b"%s-%d" % (name.encode(), p))]
+                        base = _produce(c, name, p, kvs)
+                        if base is not None:
+                            seen.records.append((name, p, base, *kvs[0]))
+                old = f"eph-{eph - 1}"
+                if old in seen.created:
+                    seen.inflight_delete = old
+                    if _delete(c, old) == ErrorCode.none:
+                        seen.deleted.add(old)
+                    seen.inflight_delete = None
+                seen.grow_asked = seen.grow_acked + 1
+                if _grow(c, "grow", seen.grow_asked) == ErrorCode.none:
+                    seen.grow_acked = seen.grow_asked
+    except (AssertionError, OSError):
+        # the connection closed: the broker is dying (its sockets close before it can be waited for)
+        if _wait_dead(b, 10) is None:
+            raise
+    finally:
+        c.close()
+
+
+def _wait_dead(b: BrokerProcess, timeout: float) -> int | None:
+    try:
+        return b.proc.wait(timeout)
+    except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired
+        return None
+
+
+# ---------------------------------------------------------------------------- the check
+def read_all(bootstrap: str, topics: dict) -> dict:
+    """(topic, partition) -> (log start, {offset: (key, value)}) for ``topics`` (name -> partitions)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"crash-verify-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False,
+                  "enable.partition.eof": True, "auto.offset.reset": "earliest", "logger": _Quiet()})
+    out: dict = {}
+    try:
+        highs = {}
+        for t, parts in topics.items():
+            for p in range(parts):
+                low, high = c.get_watermark_offsets(TopicPartition(t, p), timeout=30)
+                highs[(t, p)] = high
+                out[(t, p)] = (low, {})
+        todo = {k for k, h in highs.items() if h > out[k][0]}
+        c.assign([TopicPartition(t, p, out[(t, p)][0]) for t, p in todo])
+        deadline = time.monotonic() + 120
+        while todo and time.monotonic() < deadline:
+            for m in c.consume(num_messages=10_000, timeout=1.0):
+                key = (m.topic(), m.partition())
+                if m.error() is not None:
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        todo.discard(key)
+                    continue
+                out[key][1][m.offset()] = (m.key(), m.value())
+                if m.offset() + 1 >= highs[key]:
+                    todo.discard(key)
+        if todo:
+            raise CrashProblem(f"could not read back {sorted(todo)}")
+    finally:
+        c.close()
+    return out
+
+
+class _Quiet:
+    def log(self, *args) -> None:
+        pass
+
+
+def check(b: BrokerProcess, seen: Seen, ids: dict) -> list[str]:
+    """The problems found after the restart (empty: all is well)."""
+    problems: list[str] = []
+    c = RawClient(b.bootstrap)
+    c.sock.settimeout(30)
+    try:
+        meta = _metadata(c)
+        for name, (parts, _cfg) in FIXED.items():
+            if name not in meta:
+                problems.append(f"topic {name} is gone")
+                continue
+            tid, count = meta[name]
+            if tid != ids[name]:
+                problems.append(f"topic {name} has id {tid}, was {ids[name]}")
+            want = (seen.grow_acked, seen.grow_asked) if name == "grow" else (parts, parts)
+            if not want[0] <= count <= want[1]:
+                problems.append(f"topic {name} has {count} partitions, expected {want[0]}..{want[1]}")
+        for name, tid in seen.created.items():
+            if name in seen.deleted:
+                if name in meta:
+                    problems.append(f"topic {name} was deleted (acknowledged) but is back")
+                continue
+            if name == seen.inflight_delete:
+                if name in meta and meta[name][1] != EPH_PARTITIONS:
+                    problems.append(f"topic {name} (deletion unanswered) came back with {meta[name][1]} partitions")
+                continue
+            if name not in meta:
+                problems.append(f"topic {name} (created, acknowledged) is gone")
+            elif tid is not None and meta[name][0] != tid:
+                problems.append(f"topic {name} has id {meta[name][0]}, was {tid}")
+            elif meta[name][1] != EPH_PARTITIONS:
+                problems.append(f"topic {name} has {meta[name][1]} partitions")
+        if seen.inflight_create and seen.inflight_create in meta and meta[seen.inflight_create][1] != EPH_PARTITIONS:
+            problems.append(f"topic {seen.inflight_create} (creation unanswered) has {meta[seen.inflight_create][1]} partitions")
+        # records
+        readable = {t: meta[t][1] for t in {r[0] for r in seen.records} if t in meta}
+        logs = read_all(b.bootstrap, readable)
+        latest_key: dict = {}
+        for (t, p), (_low, recs) in logs.items():
+            for off, (k, _v) in recs.items():
+                if latest_key.get((t, p, k), -1) < off:
+                    latest_key[(t, p, k)] = off
+        lost = []
+        for t, p, off, k, v in seen.records:
+            if t not in readable or t in seen.deleted:
+                continue
+            low, recs = logs[(t, p)]
+            if off < low:
+                continue  # retention
+            if recs.get(off) == (k, v):
+                continue
+            if t == "compact" and latest_key.get((t, p, k), -1) > off:
+                continue  # compaction kept a later record of the key
+            lost.append((t, p, off))
+        if lost:
+            problems.append(f"{len(lost)} acknowledged records lost, e.g. {lost[:5]}")
+        # commits
+        if seen.commits:
+            got = _committed(c, list(seen.commits))
+            behind = {k: (got.get(k), off) for k, off in seen.commits.items() if (got.get(k) if got.get(k) is not None else -1) < off}
+            if behind:
+                problems.append(f"acknowledged commits lost (found, acknowledged): {behind}")
+        # nothing of a deleted topic (or an unanswered creation) comes back under a new topic of its name
+        gone = [n for n in list(seen.created) + [seen.inflight_create] if n and n not in meta]
+        for name in gone:
+            err = _create(c, name, EPH_PARTITIONS, {})
+            if err != ErrorCode.none:
+                problems.append(f"creating {name} again: {ErrorCode(err).name}")
+        grow_now = _metadata(c).get("grow", (None, 0))[1]
+        if _grow(c, "grow", grow_now + 2) != ErrorCode.none:
+            problems.append("could not add partitions to grow")
+        fresh = {n: EPH_PARTITIONS for n in gone}
+        fresh["grow"] = grow_now + 2
+        for (t, p), (low, recs) in read_all(b.bootstrap, fresh).items():
+            if (t != "grow" or p >= grow_now) and (low or recs):
+                problems.append(f"new partition {t}-{p} is not empty: log start {low}, {len(recs)} records")
+    finally:
+        c.close()
+    return problems
+
+
+# ---------------------------------------------------------------------------- one kill
+def run_one(point: str, nth: int, seed: int, template: Path, ids: dict, work: Path, *, timeout: float = 60.0) -> dict:
+    data = work / f"{point}-{nth}-{seed}"
+    shutil.copytree(template, data)
+    rng = random.Random(seed)
+    seen = Seen()
+    b = BrokerProcess(data, *BROKER_ARGS, env={ENV: f"{point}:{nth}"})
+    started = time.monotonic()
+    result = {"point": point, "nth": nth, "seed": seed}
+    try:
+        try:
+            b.start()
+            drive(b, seen, rng, time.monotonic() + timeout)
+            rc = _wait_dead(b, 10)
+        except RuntimeError:  # died while starting (a point passed at start-up)
+            rc = -9 if "CRASH POINT" in b.logs() else None
+        marker = f"CRASH POINT {point} {nth}"
+        if rc != -9 or marker not in b.logs():
+            raise CrashProblem(f"{point}:{nth} not reached (exit {rc}) after {seen.ops} rounds\n" + b.logs()[-3000:])
+        b.proc = None
+        b.check_handler_errors()
+        result["rounds"] = seen.ops
+        result["acked_records"] = len(seen.records)
+        result["acked_commits"] = len(seen.commits)
+        after = BrokerProcess(data, *BROKER_ARGS)
+        after.start()
+        try:
+            result["problems"] = check(after, seen, ids)
+        finally:
+            after.stop()
+    finally:
+        if b.proc is not None:
+            b._kill()
+    result["seconds"] = round(time.monotonic() - started, 2)
+    shutil.rmtree(data, ignore_errors=True)
+    return result
+
+
+def run(points: list[str], hits: list[int], *, seed: int = 1, work: Path | None = None, log=None) -> dict:
+    work = Path(work or tempfile.mkdtemp(prefix="kafkalite-crash-"))
+    template = work / "template"
+    ids = prepare(template)
+    runs = []
+    for point in points:
+        for i, nth in enumerate(hits):
+            r = run_one(point, nth, seed * 1000 + i, template, ids, work)
+            runs.append(r)
+            if log is not None:
+                log(f"{point}:{nth} seed {r['seed']}: {r['rounds']} rounds, {r['acked_records']} records, "
+                    f"{len(r['problems'])} problems, {r['seconds']} s")
+                for p in r["problems"]:
+                    log(f"    {p}")
+    return {"runs": runs, "kills": len(runs), "problems": sum(len(r["problems"]) for r in runs)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--points", nargs="*", default=list(POINTS), help="crash points (default: all)")
+    ap.add_argument("--kills", type=int, default=20, help="kills per point: hits 1..N")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    started = time.monotonic()
+    out = run(args.points, list(range(1, args.kills + 1)), seed=args.seed, log=lambda s: print(s, flush=True))
+    per_point: dict = {}
+    for r in out["runs"]:
+        pp = per_point.setdefault(r["point"], {"kills": 0, "acked_records": 0, "acked_commits": 0, "problems": 0})
+        pp["kills"] += 1
+        pp["acked_records"] += r["acked_records"]
+        pp["acked_commits"] += r["acked_commits"]
+        pp["problems"] += len(r["problems"])
+    out["per_point"] = per_point
+    out["seconds"] = round(time.monotonic() - started, 1)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+    print(json.dumps({"kills": out["kills"], "problems": out["problems"], "seconds": out["seconds"], "per_point": per_point}, indent=1))
+    return 1 if out["problems"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -333,6 +333,10 @@ class Cluster:
                 part.producers.rebuild(plog)
                 topic.partitions.append(part)
             self._index(topic)
+        unknown = self.logs.leftovers(lambda t, p: t in self.topics and p < len(self.topics[t].partitions))
+        if unknown:
+            log.warning("partition directories of no topic (a crash interrupted their topic's deletion or creation); "
+                        "each is removed when its partition is created again", directories=unknown[:20], count=len(unknown))
         self._save()
 
     def _index(self, topic: Topic) -> None:
@@ -491,7 +495,7 @@ class Cluster:
         p = start
         try:
             for p in range(start, stop):
-                opened.append(Partition(name, p, self.logs.create(name, p, cfg)))
+                opened.append(Partition(name, p, self.logs.create_new(name, p, cfg)))
                 crash_point("partition.dir.created")
         except OSError as exc:
             self._discard_partitions(name, opened, failed=p)

@@ -131,6 +131,30 @@ class LogManager:
             self._logs[key] = plog
         return plog
 
+    def create_new(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        """``create`` for a partition that did not exist: a directory of that name left by a
+        deletion or creation a crash interrupted (the topic is not in the broker's metadata) is
+        removed first, so none of its batches shows up in the new partition."""
+        if (topic, partition) not in self._logs and (self.data_dir / partition_dir_name(topic, partition)).exists():
+            log.warning("removing %s: left by an unfinished topic deletion or creation", partition_dir_name(topic, partition))
+            self.delete(topic, partition)
+        return self.create(topic, partition, config)
+
+    def leftovers(self, known: Callable[[str, int], bool]) -> list[str]:
+        """Remove the ``-delete`` directories a crash left; return the names of the partition
+        directories ``known`` does not know (left alone: ``create_new`` removes one when its
+        partition is created again)."""
+        unknown = []
+        for entry in sorted(os.listdir(self.data_dir)):
+            p = self.data_dir / entry
+            if entry.endswith(_DELETE_SUFFIX) and p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+                continue
+            parsed = parse_partition_dir(entry)
+            if parsed is not None and not known(*parsed) and p.is_dir():
+                unknown.append(entry)
+        return unknown
+
     def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
         return self.create(topic, partition, config)
 

@@ -98,6 +98,7 @@ class Seen:
 
     records: list = field(default_factory=list)  # (topic, partition, offset, key, value)
     commits: dict = field(default_factory=dict)  # (topic, partition) -> last acknowledged offset
+    commit_acks: int = 0  # acknowledged partition commits in all
     created: dict = field(default_factory=dict)  # ephemeral topic -> id (None if unknown)
     deleted: set = field(default_factory=set)
     grow_acked: int = 1
@@ -108,38 +109,44 @@ class Seen:
 
 
 # ---------------------------------------------------------------------------- requests
-def _create(c: RawClient, name: str, partitions: int, configs: dict) -> int:
+def create_topic(c: RawClient, name: str, partitions: int, configs: dict) -> int:
     body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
                         "configs": [{"name": k, "value": v} for k, v in configs.items()]}], "timeout": 10000, "validate_only": False}
     return c.request(19, 7, body).topics[0].error_code
 
 
-def _delete(c: RawClient, name: str) -> int:
+def delete_topic(c: RawClient, name: str) -> int:
     return c.request(20, 5, {"topic_names": [name], "timeout": 10000}).responses[0].error_code
 
 
-def _grow(c: RawClient, name: str, count: int) -> int:
+def add_partitions(c: RawClient, name: str, count: int) -> int:
     body = {"topics": [{"name": name, "count": count, "assignments": None}], "timeout": 10000, "validate_only": False}
     return c.request(37, 3, body).results[0].error_code
 
 
-def _metadata(c: RawClient) -> dict:
+def metadata(c: RawClient) -> dict:
     """name -> (topic id, partition count) of every topic."""
     resp = c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
     return {t.name: (str(t.topic_id), len(t.partitions)) for t in resp.topics if t.error_code == ErrorCode.none}
 
 
-def _produce(c: RawClient, topic: str, partition: int, kvs: list) -> int | None:
+def produce(c: RawClient, topic: str, partition: int, kvs: list) -> int | None:
     """Base offset of the acknowledged batch, or None if refused."""
+    err, base = produce_answer(c, topic, partition, kvs)
+    return base if err == ErrorCode.none else None
+
+
+def produce_answer(c: RawClient, topic: str, partition: int, kvs: list) -> tuple[int, int]:
+    """(error code, base offset) of one batch of ``kvs`` (key, value) produced with acks=all."""
     now = int(time.time() * 1000)
     batch = build_batch([Record(offset=i, timestamp=now, key=k, value=v, headers=[]) for i, (k, v) in enumerate(kvs)])
     body = {"transactional_id": None, "acks": -1, "timeout": 10000,
             "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]}
     part = c.request(0, 9, body).responses[0].partition_responses[0]
-    return part.base_offset if part.error_code == ErrorCode.none else None
+    return part.error_code, part.base_offset
 
 
-def _offsets(c: RawClient, topics: dict, timestamp: int) -> dict:
+def list_offsets(c: RawClient, topics: dict, timestamp: int) -> dict:
     """ListOffsets: (topic, partition) -> offset, for ``topics`` (name -> partitions); -2 earliest, -1 latest."""
     body = {"replica_id": -1, "isolation_level": 0, "topics": [
         {"name": t, "partitions": [{"partition_index": p, "current_leader_epoch": -1, "timestamp": timestamp} for p in range(n)]}
@@ -148,22 +155,22 @@ def _offsets(c: RawClient, topics: dict, timestamp: int) -> dict:
     return {(t.name, p.partition_index): p.offset if p.error_code == ErrorCode.none else None for t in resp.topics for p in t.partitions}
 
 
-def _commit(c: RawClient, offsets: dict) -> dict:
+def commit(c: RawClient, offsets: dict, group: str = GROUP, metadata: str = "") -> dict:
     """{(topic, partition): offset} -> the error code of each."""
     topics: dict = {}
     for (t, p), off in offsets.items():
-        topics.setdefault(t, []).append({"partition_index": p, "committed_offset": off, "committed_leader_epoch": -1, "committed_metadata": ""})
-    body = {"group_id": GROUP, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+        topics.setdefault(t, []).append({"partition_index": p, "committed_offset": off, "committed_leader_epoch": -1, "committed_metadata": metadata})
+    body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
     resp = c.request(8, 9, body)
     return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
 
 
-def _committed(c: RawClient, keys: list) -> dict:
+def committed(c: RawClient, keys: list, group: str = GROUP) -> dict:
     topics: dict = {}
     for t, p in keys:
         topics.setdefault(t, []).append(p)
-    body = {"groups": [{"group_id": GROUP, "member_id": None, "member_epoch": -1,
+    body = {"groups": [{"group_id": group, "member_id": None, "member_epoch": -1,
                         "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}], "require_stable": True}
     g = c.request(9, 9, body).groups[0]
     return {(t.name, p.partition_index): p.committed_offset for t in g.topics for p in t.partitions}
@@ -176,9 +183,9 @@ def prepare(template: Path) -> dict:
     try:
         c = RawClient(b.bootstrap)
         for name, (parts, cfg) in FIXED.items():
-            assert _create(c, name, parts, cfg) == ErrorCode.none
-        assert _commit(c, {("data", 0): 0}) == {("data", 0): ErrorCode.none}  # the group's shard is loaded
-        ids = _metadata(c)
+            assert create_topic(c, name, parts, cfg) == ErrorCode.none
+        assert commit(c, {("data", 0): 0}) == {("data", 0): ErrorCode.none}  # the group's shard is loaded
+        ids = metadata(c)
         c.close()
     finally:
         b.stop()
@@ -189,7 +196,13 @@ def _alive(b: BrokerProcess) -> bool:
     return b.proc is not None and b.proc.poll() is None
 
 
-def drive(b: BrokerProcess, seen: Seen, rng: random.Random, deadline: float) -> None:
+def needs_topic_ops(point: str) -> bool:
+    """Whether the workload must create, delete and grow topics to reach ``point`` (the others are
+    reached by produces and commits alone, many times faster: topic changes fsync meta.json)."""
+    return point.startswith(("topic.", "partition", "meta."))
+
+
+def drive(b: BrokerProcess, seen: Seen, rng: random.Random, deadline: float, *, topic_ops: bool = True) -> None:
     """Run the workload until the broker dies or ``deadline``."""
     c = RawClient(b.bootstrap)
     c.sock.settimeout(30)
@@ -208,35 +221,38 @@ def drive(b: BrokerProcess, seen: Seen, rng: random.Random, deadline: float) -> 
                         kvs = [(b"k%d" % rng.randrange(COMPACT_KEYS), b"%d-%s" % (n, uuid.uuid4().hex.encode()) * 4) for _ in range(count)]
                     else:
                         kvs = [(b"k%d" % i, b"%d-%d-%s" % (n, i, uuid.uuid4().hex.encode()) * 8) for i in range(count)]
-                    base = _produce(c, topic, p, kvs)
+                    base = produce(c, topic, p, kvs)
                     if base is not None:
                         seen.records += [(topic, p, base + i, k, v) for i, (k, v) in enumerate(kvs)]
             # a commit of each data partition (increasing offsets)
             offsets = {("data", p): n * 10 + p for p in range(3)}
-            for key, err in _commit(c, offsets).items():
+            for key, err in commit(c, offsets).items():
                 if err == ErrorCode.none:
                     seen.commits[key] = offsets[key]
+                    seen.commit_acks += 1
+            if not topic_ops:
+                continue
             # topics: each round, create one, write to it, delete the one before; grow "grow"
             eph += 1
             name = f"eph-{eph}"
             seen.inflight_create = name
-            if _create(c, name, EPH_PARTITIONS, {}) == ErrorCode.none:
+            if create_topic(c, name, EPH_PARTITIONS, {}) == ErrorCode.none:
                 seen.created[name] = None
                 seen.inflight_create = None
-                seen.created[name] = _metadata(c).get(name, (None,))[0]
+                seen.created[name] = metadata(c).get(name, (None,))[0]
                 for p in range(EPH_PARTITIONS):
                     kvs = [(b"e", b"%s-%d" % (name.encode(), p))]
-                    base = _produce(c, name, p, kvs)
+                    base = produce(c, name, p, kvs)
                     if base is not None:
                         seen.records.append((name, p, base, *kvs[0]))
             old = f"eph-{eph - 1}"
             if old in seen.created:
                 seen.inflight_delete = old
-                if _delete(c, old) == ErrorCode.none:
+                if delete_topic(c, old) == ErrorCode.none:
                     seen.deleted.add(old)
                 seen.inflight_delete = None
             seen.grow_asked = seen.grow_acked + 1
-            if _grow(c, "grow", seen.grow_asked) == ErrorCode.none:
+            if add_partitions(c, "grow", seen.grow_asked) == ErrorCode.none:
                 seen.grow_acked = seen.grow_asked
     except (AssertionError, OSError):
         # the connection closed: the broker is dying (its sockets close before it can be waited for)
@@ -293,13 +309,16 @@ class _Quiet:
         pass
 
 
-def check(b: BrokerProcess, seen: Seen, ids: dict) -> list[str]:
-    """The problems found after the restart (empty: all is well)."""
+def check(b: BrokerProcess, seen: Seen, ids: dict, counts: dict | None = None) -> list[str]:
+    """The problems found after the restart (empty: all is well); ``counts`` gets
+    ``records_lost`` and ``commits_lost``."""
     problems: list[str] = []
+    counts = {} if counts is None else counts
+    counts.update(records_lost=0, commits_lost=0)
     c = RawClient(b.bootstrap)
     c.sock.settimeout(30)
     try:
-        meta = _metadata(c)
+        meta = metadata(c)
         for name, (parts, _cfg) in FIXED.items():
             if name not in meta:
                 problems.append(f"topic {name} is gone")
@@ -347,26 +366,28 @@ def check(b: BrokerProcess, seen: Seen, ids: dict) -> list[str]:
             if t == "compact" and latest_key.get((t, p, k), -1) > off:
                 continue  # compaction kept a later record of the key
             lost.append((t, p, off))
+        counts["records_lost"] = len(lost)
         if lost:
             problems.append(f"{len(lost)} acknowledged records lost, e.g. {lost[:5]}")
         # commits
         if seen.commits:
-            got = _committed(c, list(seen.commits))
+            got = committed(c, list(seen.commits))
             behind = {k: (got.get(k), off) for k, off in seen.commits.items() if (got.get(k) if got.get(k) is not None else -1) < off}
+            counts["commits_lost"] = len(behind)
             if behind:
                 problems.append(f"acknowledged commits lost (found, acknowledged): {behind}")
         # nothing of a deleted topic (or an unanswered creation) comes back under a new topic of its name
         gone = [n for n in list(seen.created) + [seen.inflight_create] if n and n not in meta]
         for name in gone:
-            err = _create(c, name, EPH_PARTITIONS, {})
+            err = create_topic(c, name, EPH_PARTITIONS, {})
             if err != ErrorCode.none:
                 problems.append(f"creating {name} again: {ErrorCode(err).name}")
-        grow_now = _metadata(c).get("grow", (None, 0))[1]
-        if _grow(c, "grow", grow_now + 2) != ErrorCode.none:
+        grow_now = metadata(c).get("grow", (None, 0))[1]
+        if add_partitions(c, "grow", grow_now + 2) != ErrorCode.none:
             problems.append("could not add partitions to grow")
         fresh = {n: EPH_PARTITIONS for n in gone}
         fresh["grow"] = grow_now + 2
-        for (t, p), end in _offsets(c, fresh, -1).items():
+        for (t, p), end in list_offsets(c, fresh, -1).items():
             if (t != "grow" or p >= grow_now) and end != 0:
                 problems.append(f"new partition {t}-{p} is not empty: log end offset {end}")
     finally:
@@ -386,7 +407,7 @@ def run_one(point: str, nth: int, seed: int, template: Path, ids: dict, work: Pa
     try:
         try:
             b.start()
-            drive(b, seen, rng, time.monotonic() + timeout)
+            drive(b, seen, rng, time.monotonic() + timeout, topic_ops=needs_topic_ops(point))
             rc = _wait_dead(b, 10)
         except RuntimeError:  # died while starting (a point passed at start-up)
             rc = -9 if "CRASH POINT" in b.logs() else None
@@ -398,29 +419,42 @@ def run_one(point: str, nth: int, seed: int, template: Path, ids: dict, work: Pa
         result["crash_s"] = round(time.monotonic() - started, 2)
         result["rounds"] = seen.ops
         result["acked_records"] = len(seen.records)
-        result["acked_commits"] = len(seen.commits)
+        result["acked_commits"] = seen.commit_acks
         after = BrokerProcess(data, *BROKER_ARGS)
         after.start()
         try:
-            result["problems"] = check(after, seen, ids)
+            result["problems"] = check(after, seen, ids, result)
         finally:
             after.kill()  # a clean shutdown would cost fsyncs; the directory is thrown away
     finally:
         if b.proc is not None:
             b._kill()
+        shutil.rmtree(data, ignore_errors=True)
     result["seconds"] = round(time.monotonic() - started, 2)
-    shutil.rmtree(data, ignore_errors=True)
     return result
 
 
 def run(points: list[str], hits: list[int], *, seed: int = 1, work: Path | None = None, log=None) -> dict:
+    own = work is None
     work = Path(work or tempfile.mkdtemp(prefix="kafkalite-crash-"))
+    try:
+        return _run(points, hits, seed, work, log)
+    finally:
+        if own:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(points: list[str], hits: list[int], seed: int, work: Path, log) -> dict:
     template = work / "template"
     ids = prepare(template)
     runs = []
     for point in points:
         for i, nth in enumerate(hits):
-            r = run_one(point, nth, seed * 1000 + i, template, ids, work)
+            try:
+                r = run_one(point, nth, seed * 1000 + i, template, ids, work)
+            except CrashProblem as exc:
+                r = {"point": point, "nth": nth, "seed": seed * 1000 + i, "rounds": 0, "acked_records": 0, "acked_commits": 0,
+                     "records_lost": 0, "commits_lost": 0, "seconds": 0, "problems": [str(exc)[:2000]]}
             runs.append(r)
             if log is not None:
                 log(f"{point}:{nth} seed {r['seed']}: {r['rounds']} rounds, {r['acked_records']} records, "
@@ -435,16 +469,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--points", nargs="*", default=list(POINTS), help="crash points (default: all)")
     ap.add_argument("--kills", type=int, default=20, help="kills per point: hits 1..N")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--jobs", type=int, default=1, help="points run side by side (each its own brokers)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     started = time.monotonic()
-    out = run(args.points, list(range(1, args.kills + 1)), seed=args.seed, log=lambda s: print(s, flush=True))
+    hits = list(range(1, args.kills + 1))
+    say = lambda s: print(s, flush=True)  # noqa: E731
+    if args.jobs > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        shares = [args.points[i::args.jobs] for i in range(args.jobs)]
+        with ThreadPoolExecutor(args.jobs) as pool:
+            parts = list(pool.map(lambda pts: run(pts, hits, seed=args.seed, log=say), shares))
+        out = {"runs": [r for p in parts for r in p["runs"]]}
+        out["kills"] = len(out["runs"])
+        out["problems"] = sum(len(r["problems"]) for r in out["runs"])
+    else:
+        out = run(args.points, hits, seed=args.seed, log=say)
     per_point: dict = {}
     for r in out["runs"]:
-        pp = per_point.setdefault(r["point"], {"kills": 0, "acked_records": 0, "acked_commits": 0, "problems": 0})
+        pp = per_point.setdefault(r["point"], {"kills": 0, "acked_records": 0, "acked_commits": 0, "records_lost": 0, "commits_lost": 0, "problems": 0})
         pp["kills"] += 1
-        pp["acked_records"] += r["acked_records"]
-        pp["acked_commits"] += r["acked_commits"]
+        for k in ("acked_records", "acked_commits", "records_lost", "commits_lost"):
+            pp[k] += r[k]
         pp["problems"] += len(r["problems"])
     out["per_point"] = per_point
     out["seconds"] = round(time.monotonic() - started, 1)

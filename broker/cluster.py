@@ -344,6 +344,17 @@ class Cluster:
         self.by_id[topic.topic_id] = topic
         self.metadata.refresh(self.topics)
 
+    def _unindex(self, topic: Topic) -> None:
+        del self.topics[topic.name]
+        del self.by_id[topic.topic_id]
+        self.metadata.refresh(self.topics)
+
+    @staticmethod
+    def _save_failed(exc: OSError, what: str) -> TopicError:
+        """meta.json could not be written (a full disk): the change is undone and refused."""
+        log.error("metadata write failed; nothing changed", action=what, error=str(exc), errno=exc.errno)
+        return TopicError(ErrorCode.kafka_storage_error, f"Could not {what}: {exc}")
+
     def _save(self) -> None:
         meta = {
             "cluster_id": self.cluster_id,
@@ -478,7 +489,12 @@ class Cluster:
     def _created(self, topic: Topic) -> Topic:
         self._index(topic)
         crash_point("topic.create.saving")
-        self._save()
+        try:
+            self._save()
+        except OSError as exc:  # a full disk: the topic was never there
+            self._unindex(topic)
+            self._discard_partitions(topic.name, topic.partitions)
+            raise self._save_failed(exc, f"create topic '{topic.name}'") from exc
         crash_point("topic.create.saved")
         log.info("topic created", topic=topic.name, partitions=len(topic.partitions), configs=topic.overrides or None)
         return topic
@@ -541,11 +557,14 @@ class Cluster:
                 log.exception("could not remove the log of a partition being discarded", topic=name, partition=failed)
 
     def delete_topic(self, topic: Topic) -> None:
-        del self.topics[topic.name]
-        del self.by_id[topic.topic_id]
-        self.metadata.refresh(self.topics)
+        """Delete ``topic``; raises TopicError (nothing deleted) if meta.json cannot be written."""
+        self._unindex(topic)
         crash_point("topic.delete.saving")
-        self._save()
+        try:
+            self._save()
+        except OSError as exc:
+            self._index(topic)
+            raise self._save_failed(exc, f"delete topic '{topic.name}'") from exc
         crash_point("topic.delete.saved")
         for listener in self.on_topic_deleted:  # the share coordinator drops the topic's share state
             try:
@@ -577,7 +596,7 @@ class Cluster:
         if validate_only:
             return
         topic.partitions += self._open_partitions(topic.name, topic.config, current, count)
-        self._grown(topic, count)
+        self._grown(topic, current, count)
 
     async def add_partitions_async(self, topic: Topic, count: int, *, validate_only: bool = False) -> None:
         """``add_partitions`` with the logs opened on a worker thread; all or nothing.
@@ -595,12 +614,19 @@ class Cluster:
             self._discard_partitions(topic.name, added)
             raise TopicError(ErrorCode.unknown_topic_or_partition, f"The topic '{topic.name}' was deleted while partitions were added.")
         topic.partitions += added
-        self._grown(topic, count)
+        self._grown(topic, current, count)
 
-    def _grown(self, topic: Topic, count: int) -> None:
+    def _grown(self, topic: Topic, current: int, count: int) -> None:
         self.metadata.refresh(self.topics)
         crash_point("partitions.add.saving")
-        self._save()
+        try:
+            self._save()
+        except OSError as exc:
+            added = topic.partitions[current:]
+            del topic.partitions[current:]
+            self.metadata.refresh(self.topics)
+            self._discard_partitions(topic.name, added)
+            raise self._save_failed(exc, f"add partitions to '{topic.name}'") from exc
         crash_point("partitions.add.saved")
         log.info("partitions added", topic=topic.name, partitions=count)
 

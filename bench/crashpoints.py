@@ -496,6 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     out["per_point"] = per_point
     out["seconds"] = round(time.monotonic() - started, 1)
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=1))
     print(json.dumps({"kills": out["kills"], "problems": out["problems"], "seconds": out["seconds"], "per_point": per_point}, indent=1))
     return 1 if out["problems"] else 0

@@ -796,18 +796,29 @@ class PartitionLog:
             else:
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
         sync = self.config.fsync != "never"
-        for seg in pending:
-            if seg.deleted:
-                continue
-            seg.fh.fsync()
-            seg.flushed_size = seg.size
-            seg.sync_txn_index()
-            seg.save_indexes(fsync=sync)
-            if seg.deleted:  # deleted concurrently while we wrote the index files
-                _unlink(seg.index_path)
-                _unlink(seg.timeindex_path)
-        if (pending or dir_dirty) and sync:
-            _fsync_dir(self.path)
+        done = 0
+        try:
+            for seg in pending:
+                if not seg.deleted:
+                    seg.fh.fsync()
+                    seg.flushed_size = seg.size
+                    seg.sync_txn_index()
+                    seg.save_indexes(fsync=sync)
+                    if seg.deleted:  # deleted concurrently while we wrote the index files
+                        _unlink(seg.index_path)
+                        _unlink(seg.timeindex_path)
+                done += 1
+            if (pending or dir_dirty) and sync:
+                _fsync_dir(self.path)
+        except OSError:
+            # a full disk (the index files): the segments not done yet, and the snapshots waiting for
+            # them, stay pending for the next flush rather than never being fsynced or indexed
+            with self._lock:
+                rolled = {id(s) for s in self._view.segs[:-1]}  # not truncated away or made active meanwhile
+                self._pending_seal[:0] = [s for s in pending[done:] if not s.deleted and id(s) in rolled]
+                self._pending_snaps[:0] = snaps
+                self._dir_dirty = self._dir_dirty or dir_dirty or bool(pending)
+            raise
         if any(seg.txn_fh is not None for seg in pending):
             # rolled: no more appends to their indexes. Closed under the lock appends hold, and
             # only if still not active (a truncation can make a rolled segment active again)

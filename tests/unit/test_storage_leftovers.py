@@ -1,4 +1,4 @@
-"""Partition directories a crash left behind (a topic deletion or creation cut short)."""
+"""What a crash or a full disk leaves behind: partition directories of no topic, rolled segments not indexed."""
 
 from __future__ import annotations
 
@@ -37,3 +37,26 @@ def test_leftovers_removes_deleting_directories_and_names_unknown_ones(tmp_path)
     assert unknown == ["gone-0", "kept-1"]
     assert not (tmp_path / "x-0.0123abcd-delete").exists()
     assert (tmp_path / "gone-0").is_dir()  # named, not removed
+
+
+def test_rolled_segments_stay_pending_when_their_index_cannot_be_written(tmp_path, monkeypatch):
+    """A full disk while a rolled segment's index files are written: it (and those rolled after it)
+    are fsynced and indexed by the next flush instead of never."""
+    import pytest
+
+    from storage.log import PartitionLog
+    from storage.segment import Segment
+
+    plog = PartitionLog.open(tmp_path / "t-0", LogConfig())
+    for _ in range(3):
+        plog.append(split_batches(build_batch([Record(offset=0, timestamp=0, key=b"k", value=b"v" * 100, headers=[])])))
+        plog.roll()
+    real = Segment.save_indexes
+    monkeypatch.setattr(Segment, "save_indexes", lambda self, *, fsync: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    with pytest.raises(OSError):
+        plog.flush()
+    monkeypatch.setattr(Segment, "save_indexes", real)
+    plog.flush()
+    rolled = list(plog.iter_segments())[:-1]
+    assert len(rolled) == 3 and all(s.indexes_saved and s.index_path.exists() for s in rolled)
+    plog.close()

@@ -414,6 +414,8 @@ def run_one(point: str, nth: int, seed: int, template: Path, ids: dict, work: Pa
             rc = _wait_dead(b, 10)
         except RuntimeError:  # died while starting (a point passed at start-up)
             rc = -9 if "CRASH POINT" in b.logs() else None
+        if b._stderr_reader is not None:
+            b._stderr_reader.join(10)  # the dead broker's stderr, to its end (its last line says where it died)
         marker = f"CRASH POINT {point} {nth}"
         if rc != -9 or marker not in b.logs():
             raise CrashProblem(f"{point}:{nth} not reached (exit {rc}) after {seen.ops} rounds\n" + b.logs()[-3000:])

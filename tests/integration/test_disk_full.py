@@ -110,6 +110,12 @@ def test_full_disk_refuses_writes_keeps_reads_and_loses_nothing(small_fs):
         other = metadata(c).get("other")
         assert (other is None) == (err == ErrorCode.none)
 
+        # a write no handler maps itself (meta.json for AlterConfigs): KAFKA_STORAGE_ERROR, the connection stays
+        body = {"resources": [{"resource_type": 2, "resource_name": "full", "configs": [
+            {"name": "retention.ms", "config_operation": 0, "value": "3600000"}]}], "validate_only": False}
+        assert [r.error_code for r in c.request(44, 1, body).responses] == [ErrorCode.kafka_storage_error]
+        assert "full" in metadata(c)
+
         ballast.unlink()
         err, base = produce_answer(c, "full", 0, [(b"k", b"after-" + b"z" * 20000)])
         assert err == ErrorCode.none

@@ -453,16 +453,19 @@ def _run(points: list[str], hits: list[int], seed: int, work: Path, log) -> dict
     template = work / "template"
     ids = prepare(template)
     runs = []
-    for point in points:
-        for i, nth in enumerate(hits):
+    # hit by hit across the points, so a run stopped early has covered every point as often
+    for i, nth in enumerate(hits):
+        for j, point in enumerate(points):
+            run_seed = seed * 100_000 + i * 100 + j  # a workload of its own for every kill
             try:
-                r = run_one(point, nth, seed * 1000 + i, template, ids, work)
+                r = run_one(point, nth, run_seed, template, ids, work)
             except CrashProblem as exc:
-                r = {"point": point, "nth": nth, "seed": seed * 1000 + i, "rounds": 0, "acked_records": 0, "acked_commits": 0,
+                r = {"point": point, "nth": nth, "seed": run_seed, "rounds": 0, "acked_records": 0, "acked_commits": 0,
                      "records_lost": 0, "commits_lost": 0, "seconds": 0, "problems": [str(exc)[:2000]]}
             runs.append(r)
             if log is not None:
-                log(f"{point}:{nth} seed {r['seed']}: {r['rounds']} rounds, {r['acked_records']} records, "
+                log(f"{point}:{nth} seed {r['seed']}: {r['rounds']} rounds, {r['acked_records']} records and "
+                    f"{r['acked_commits']} commits acknowledged, {r['records_lost']} records and {r['commits_lost']} commits lost, "
                     f"{len(r['problems'])} problems, {r['seconds']} s")
                 for p in r["problems"]:
                     log(f"    {p}")

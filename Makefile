@@ -3,7 +3,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test spark-jars test-unit reference-kafka test-conformance test-conformance-4.1 test-clients test-peers peers-reference peers-kafkalite compat bench bench-compare fuzz soak soak-starved reliability reliability-quick lint clean test-docker docker-engine docker-engine-stop docker-measure
+.PHONY: install run test spark-jars test-unit reference-kafka test-conformance test-conformance-4.1 test-clients test-peers peers-reference peers-kafkalite compat bench bench-compare fuzz soak soak-starved reliability reliability-quick crashpoints lint clean test-docker docker-engine docker-engine-stop docker-measure
 
 # compiled bytecode for the project's own modules, as an installed package has it: a checkout run
 # under PYTHONDONTWRITEBYTECODE=1 would otherwise compile every module at every start
@@ -113,6 +113,11 @@ reliability: install
 
 reliability-quick: install
 	$(BIN)/python -m bench.reliability --quick --out /tmp/reliability-quick.md
+
+# SIGKILL at every named write point (storage/crashpoints.py), 20 kills each, then restart and check
+# (make test runs 2 each: tests/integration/test_crash_points.py); docs/reliability.md, "Crash points"
+crashpoints: install
+	$(BIN)/python -m bench.crashpoints --kills 20 --jobs 2 --json build/crashpoints.json
 
 lint: install
 	$(BIN)/ruff check broker protocol storage bench tests pipeline kafkalite

@@ -24,6 +24,7 @@ from protocol.errors import ErrorCode
 from protocol.records import CorruptRecordError, keyless_records, validate_produce_batch
 from storage.atomic import write_atomically
 from storage.config import LogConfig
+from storage.crashpoints import crash_point
 from storage.manager import LogManager
 
 from .logs import get_logger
@@ -327,6 +328,17 @@ class Cluster:
         self.by_id[topic.topic_id] = topic
         self.metadata.refresh(self.topics)
 
+    def _unindex(self, topic: Topic) -> None:
+        del self.topics[topic.name]
+        del self.by_id[topic.topic_id]
+        self.metadata.refresh(self.topics)
+
+    @staticmethod
+    def _save_failed(exc: OSError, what: str) -> TopicError:
+        """meta.json could not be written (a full disk): the change is undone and refused."""
+        log.error("metadata write failed; nothing changed", action=what, error=str(exc), errno=exc.errno)
+        return TopicError(ErrorCode.kafka_storage_error, f"Could not {what}: {exc}")
+
     def _save(self) -> None:
         """Write ``meta.json`` (``storage.atomic.write_atomically``: temp file, fsync, rename, directory
         fsync), keeping the version it replaces as ``meta.json.prev``."""
@@ -345,7 +357,7 @@ class Cluster:
             meta["broker_configs"] = self.broker_configs
         meta["checksum"] = meta_checksum(meta)
         data = json.dumps(meta, indent=1, sort_keys=True).encode()
-        write_atomically(self.data_dir / META_FILE, data, keep_previous=True)
+        write_atomically(self.data_dir / META_FILE, data, keep_previous=True, crash_at="meta.save.renaming")
 
     # ------------------------------------------------------------------ configs (AlterConfigs)
     def set_topic_overrides(self, topic: Topic, overrides: dict[str, str], config: LogConfig, *, save: bool = True) -> None:
@@ -457,7 +469,14 @@ class Cluster:
 
     def _created(self, topic: Topic) -> Topic:
         self._index(topic)
-        self._save()
+        crash_point("topic.create.saving")
+        try:
+            self._save()
+        except OSError as exc:  # a full disk: the topic was never there
+            self._unindex(topic)
+            self._discard_partitions(topic.name, topic.partitions)
+            raise self._save_failed(exc, f"create topic '{topic.name}'") from exc
+        crash_point("topic.create.saved")
         log.info("topic created", topic=topic.name, partitions=len(topic.partitions), configs=topic.overrides or None)
         return topic
 
@@ -479,6 +498,7 @@ class Cluster:
                 if self.logs.get(name, failed) is None and self.logs.path_of(name, failed).exists():
                     self._set_aside(name, failed, "a directory of the new partition was already there")
                 opened.append(Partition(name, failed, self.logs.create(name, failed, cfg)))
+                crash_point("partition.dir.created")
             failed = None  # all open: what fails now is a partition.metadata file
             self.logs.write_topic_ids(name, list(range(start, stop)), topic_id)
         except OSError as exc:
@@ -534,16 +554,23 @@ class Cluster:
                 log.exception("could not remove the log of a partition being discarded", topic=name, partition=failed)
 
     def delete_topic(self, topic: Topic) -> None:
-        del self.topics[topic.name]
-        del self.by_id[topic.topic_id]
-        self.metadata.refresh(self.topics)
-        self._save()
+        """Delete ``topic``; raises TopicError (nothing deleted) if meta.json cannot be written."""
+        self._unindex(topic)
+        crash_point("topic.delete.saving")
+        try:
+            self._save()
+        except OSError as exc:
+            self._index(topic)
+            raise self._save_failed(exc, f"delete topic '{topic.name}'") from exc
+        crash_point("topic.delete.saved")
         for listener in self.on_topic_deleted:  # the share coordinator drops the topic's share state
             try:
                 listener(topic.topic_id)
             except Exception:  # noqa: BLE001 - the topic is gone either way
                 log.exception("topic deletion listener failed", topic=topic.name)
-        for part in topic.partitions:
+        for i, part in enumerate(topic.partitions):
+            if i:
+                crash_point("topic.delete.mid")
             part.notify()
             self.logs.delete(topic.name, part.index)
         log.info("topic deleted", topic=topic.name)
@@ -566,7 +593,7 @@ class Cluster:
         if validate_only:
             return
         topic.partitions += self._open_partitions(topic.name, topic.topic_id, topic.config, current, count)
-        self._grown(topic, count)
+        self._grown(topic, current, count)
 
     async def add_partitions_async(self, topic: Topic, count: int, *, validate_only: bool = False) -> None:
         """``add_partitions`` with the logs opened on a worker thread; all or nothing.
@@ -584,11 +611,20 @@ class Cluster:
             self._discard_partitions(topic.name, added)
             raise TopicError(ErrorCode.unknown_topic_or_partition, f"The topic '{topic.name}' was deleted while partitions were added.")
         topic.partitions += added
-        self._grown(topic, count)
+        self._grown(topic, current, count)
 
-    def _grown(self, topic: Topic, count: int) -> None:
+    def _grown(self, topic: Topic, current: int, count: int) -> None:
         self.metadata.refresh(self.topics)
-        self._save()
+        crash_point("partitions.add.saving")
+        try:
+            self._save()
+        except OSError as exc:
+            added = topic.partitions[current:]
+            del topic.partitions[current:]
+            self.metadata.refresh(self.topics)
+            self._discard_partitions(topic.name, added)
+            raise self._save_failed(exc, f"add partitions to '{topic.name}'") from exc
+        crash_point("partitions.add.saved")
         log.info("partitions added", topic=topic.name, partitions=count)
 
     def partition(self, topic: str, index: int) -> Partition | None:

@@ -1639,8 +1639,24 @@ class KafkaConnection(asyncio.Protocol):
             if body is None:  # e.g. Produce with acks=0
                 return None
             return self._encode(event, body)
+        except OSError as exc:  # the disk (full, failing) under a write no handler maps itself
+            return self._storage_failed(event, exc)
         except Exception as exc:  # a handler bug must not take the broker down
             self._handler_failed(event, exc)
+            return None
+
+    def _storage_failed(self, event: Request, exc: OSError) -> bytes | list | None:
+        """A handler's write failed on the disk (ENOSPC, EIO): KAFKA_STORAGE_ERROR in every error
+        code of the answer, as Kafka answers a KafkaStorageException; the broker and the
+        connection go on (the handler changed nothing it did not undo: docs/reliability.md)."""
+        from .faults import NO_RESPONSE, error_response
+
+        self.log.error("storage error", api=HANDLERS[event.api_key].NAME, error=str(exc), errno=exc.errno)
+        try:
+            body = error_response(event, ErrorCode.kafka_storage_error, str(exc))
+            return None if body is NO_RESPONSE else self._encode(event, body)
+        except Exception as inner:  # noqa: BLE001 - no answer of that shape: as any other failure
+            self._handler_failed(event, inner)
             return None
 
     def _handler_failed(self, event: Request, exc: Exception) -> None:
@@ -1694,6 +1710,8 @@ class KafkaConnection(asyncio.Protocol):
         if body is None:
             try:
                 body = await HANDLERS[event.api_key].handle(self.ctx, event.body)
+            except OSError as exc:
+                return self._storage_failed(event, exc)
             except Exception as exc:  # a handler bug must not take the broker down
                 self._handler_failed(event, exc)
                 return None

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from .crashpoints import crash_point
+
 __all__ = ["FileRead", "fsync_dir", "previous_path", "read_with_fallback", "write_atomically"]
 
 T = TypeVar("T")
@@ -41,13 +43,15 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, data: bytes, *, keep_previous: bool = False, fsync: bool = True, mode: int = 0o644) -> None:
+def write_atomically(path: Path, data: bytes, *, keep_previous: bool = False, fsync: bool = True, mode: int = 0o644,
+                     crash_at: str | None = None) -> None:
     """Replace ``path`` with ``data``: temp file, fsync, rename, fsync of the directory.
 
     With ``keep_previous`` the current file (if any) becomes ``<path>.prev`` just
     before the rename. ``fsync=False`` skips both fsyncs (the rename still makes
     the replacement whole for a crash of the process, not of the machine).
-    Raises ``OSError``; the temp file is removed on failure.
+    Raises ``OSError``; the temp file is removed on failure. ``crash_at`` names the crash
+    point (storage/crashpoints.py) between the fsynced temp file and the renames.
     """
     path = Path(path)
     tmp = path.with_name(path.name + TEMP_SUFFIX)
@@ -61,6 +65,8 @@ def write_atomically(path: Path, data: bytes, *, keep_previous: bool = False, fs
                 os.fsync(fd)
         finally:
             os.close(fd)
+        if crash_at is not None:
+            crash_point(crash_at)
         if keep_previous:
             try:
                 os.replace(path, previous_path(path))

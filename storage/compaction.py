@@ -88,6 +88,7 @@ from protocol.records import (
     iter_records,
 )
 
+from .crashpoints import crash_point
 from .index import write_file_atomic
 from .recovery import MAX_SNAPSHOT_BYTES, _fsync_dir, _txn_files, _unlink
 from .segment import _REL_MAX, Segment, segment_name
@@ -680,5 +681,6 @@ def _drop_from_txn_indexes(
 
 
 def _hook(plog: PartitionLog, stage: str) -> None:
+    crash_point("compaction." + stage)
     if plog._crash_hook is not None:
         plog._crash_hook(stage)

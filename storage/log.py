@@ -83,6 +83,7 @@ from protocol.records import (
 from . import compaction
 from .compaction import CompactionStats
 from .config import LogConfig
+from .crashpoints import crash_point
 from .errors import (
     InvalidOffsetError,
     LogClosedError,
@@ -513,7 +514,9 @@ class PartitionLog:
         view = self._view
         old = view.segs[-1]
         old.seal()
+        crash_point("segment.roll.before")
         new = Segment.create(self.path, new_base, cfg.segment_index_bytes, cfg.index_interval_bytes)
+        crash_point("segment.roll.after")
         self._pending_seal.append(old)
         if self._txn.tracked:  # the state at new_base, written with the rolled segment
             self._pending_snaps.append((new_base, encode_snapshot(new_base, self._txn.open_txns()), self._epoch))
@@ -798,18 +801,29 @@ class PartitionLog:
             else:
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
         sync = self.config.fsync != "never"
-        for seg in pending:
-            if seg.deleted:
-                continue
-            seg.fh.fsync()
-            seg.flushed_size = seg.size
-            seg.sync_txn_index()
-            seg.save_indexes(fsync=sync)
-            if seg.deleted:  # deleted concurrently while we wrote the index files
-                _unlink(seg.index_path)
-                _unlink(seg.timeindex_path)
-        if (pending or dir_dirty) and sync:
-            _fsync_dir(self.path)
+        done = 0
+        try:
+            for seg in pending:
+                if not seg.deleted:
+                    seg.fh.fsync()
+                    seg.flushed_size = seg.size
+                    seg.sync_txn_index()
+                    seg.save_indexes(fsync=sync)
+                    if seg.deleted:  # deleted concurrently while we wrote the index files
+                        _unlink(seg.index_path)
+                        _unlink(seg.timeindex_path)
+                done += 1
+            if (pending or dir_dirty) and sync:
+                _fsync_dir(self.path)
+        except OSError:
+            # a full disk (the index files): the segments not done yet, and the snapshots waiting for
+            # them, stay pending for the next flush rather than never being fsynced or indexed
+            with self._lock:
+                rolled = {id(s) for s in self._view.segs[:-1]}  # not truncated away or made active meanwhile
+                self._pending_seal[:0] = [s for s in pending[done:] if not s.deleted and id(s) in rolled]
+                self._pending_snaps[:0] = snaps
+                self._dir_dirty = self._dir_dirty or dir_dirty or bool(pending)
+            raise
         if any(seg.txn_fh is not None for seg in pending):
             # rolled: no more appends to their indexes. Closed under the lock appends hold, and
             # only if still not active (a truncation can make a rolled segment active again)
@@ -944,8 +958,12 @@ class PartitionLog:
                 tracked = self._txn.tracked
                 if tracked:  # applied by the appending thread at the next marker
                     self._txn_prune_below = rest[0].base_offset
-            for s in chosen:
+            crash_point("retention.delete.before")
+            for i, s in enumerate(chosen):
+                if i:
+                    crash_point("retention.delete.mid")
                 s.delete_files(txn_index=True)
+            crash_point("retention.delete.after")
             if tracked:
                 self._prune_snapshots(below=rest[0].base_offset)
             log.info("retention: deleted %d segment(s) of %s; log start offset now %d", k, self.path, new_start)

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from protocol.records import HEADER_SIZE, BatchHeader, iter_records, read_header, scan_valid_prefix
 from protocol.regions import Region
 
+from .crashpoints import crash_point
 from .index import OffsetIndex, TimeIndex
 from .txn import ENTRY_SIZE, TXNINDEX_SUFFIX
 
@@ -441,6 +442,7 @@ class Segment:
             self.offset_of_max_timestamp = last_offset
         if self.bytes_since_index > self.index_interval:
             base = self.base_offset
+            crash_point("index.append")
             self.index.append(last_offset - base, pos)
             if self.max_timestamp >= 0:
                 self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp - base)
@@ -457,8 +459,11 @@ class Segment:
         return self.index.full or self.time_index.full
 
     def save_indexes(self, *, fsync: bool) -> None:
+        crash_point("index.save.before")
         self.index.save(self.index_path, fsync=fsync)
+        crash_point("index.save.mid")
         self.time_index.save(self.timeindex_path, fsync=fsync)
+        crash_point("index.save.after")
         self.indexes_saved = True
 
     def delete_files(self, *, txn_index: bool = False) -> None:

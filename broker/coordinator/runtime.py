@@ -32,6 +32,7 @@ from collections.abc import Callable
 from protocol.errors import ErrorCode
 from protocol.group_records import encode_key, encode_value
 from protocol.records import build_end_txn_marker, build_key_value_batch, split_batches
+from storage.crashpoints import crash_point
 
 from ..cluster import AppendOrigin
 from .common import CoordinatorError, GroupConfig, Result
@@ -352,9 +353,11 @@ class ShardRuntime:
                     for chunk in _chunks(encoded, limit):
                         batches.append(build_key_value_batch(chunk, now, producer_id=pid, producer_epoch=epoch))
                 # one write for all of them, so the whole lot is durable (or not) together; it wakes the fetches parked on the partition
+                crash_point("coordinator.append.before")
                 self.partition.append(batches, AppendOrigin.COORDINATOR)  # trusted: not re-validated
                 if self.fsync_always:
                     self.partition.log.flush()
+                crash_point("coordinator.append.after")
             except Exception as exc:  # noqa: BLE001 - any storage failure
                 self._fail_batch(results, fut, exc)
                 return

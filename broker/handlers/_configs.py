@@ -415,5 +415,10 @@ def alter(ctx, req, *, incremental: bool) -> dict:
                 entry.update(error_code=exc.code, error_message=exc.message)
         out.append(entry)
     if changed:  # one write of meta.json (temp file, fsync, rename) before the answer, as CreateTopics
-        ctx.cluster._save()
+        try:
+            ctx.cluster._save()
+        except OSError as exc:  # a full disk: not stored, so not acknowledged (in effect until a restart)
+            for entry in out:
+                if entry["error_code"] == ErrorCode.none:
+                    entry.update(error_code=ErrorCode.kafka_storage_error, error_message=f"Could not store the configs: {exc}")
     return {"throttle_time": 0, "responses": out}

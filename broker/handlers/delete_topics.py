@@ -4,6 +4,7 @@ import uuid
 
 from protocol.errors import ErrorCode
 
+from ..cluster import TopicError
 from ..security.authorizer import Operation, ResourceType
 
 API_KEY = 20
@@ -41,6 +42,10 @@ async def handle(ctx, req):
         if topic is None:
             responses.append({"name": name, "topic_id": topic_id or _ZERO_ID, "error_code": missing, "error_message": None})
             continue
-        cluster.delete_topic(topic)
+        try:
+            cluster.delete_topic(topic)
+        except TopicError as exc:  # meta.json could not be written: not deleted
+            responses.append({"name": topic.name, "topic_id": topic.topic_id, "error_code": exc.code, "error_message": exc.message})
+            continue
         responses.append({"name": topic.name, "topic_id": topic.topic_id, "error_code": ErrorCode.none, "error_message": None})
     return {"throttle_time": 0, "responses": responses}

@@ -9,7 +9,9 @@ by two live members at once, every partition owned by exactly one member once
 the churn stops and the group settles, no commit going backwards.
 
 This is the bounded gate (``KAFKALITE_STARVATION_SECONDS``, 45 s of churn by
-default); ``make soak`` runs the long version. Each run's load average, the
+default); ``make soak-starved`` runs the long version. It gates kafkalite; on
+the reference Kafka a broken promise is an expected failure that carries the
+figures (the reference is what kafkalite is compared with, not what is tested). Each run's load average, the
 broker's longest event-loop stall and how many members were expired are written
 to ``build/starvation/<broker>-<protocol>.json`` and printed at the end of the
 session.
@@ -73,6 +75,10 @@ def test_churn_under_cpu_hogs_keeps_ownership_and_settles(broker, protocol, tmp_
     # the churn happened under the hogs, and members did their work
     assert r["joins"] > MEMBERS and r["leaves"] > 0 and r["crashes"] > 0, detail
     assert r["commits_ok"] > 0 and r["final_offsets_read"], detail
+    kept = r["overlaps"] == 0 and r["settled"] and r["unowned_after_settle"] == 0 and r["doubly_owned_after_settle"] == 0 and r["backwards_commits"] == 0
+    if broker == "kafka" and not kept:
+        # the reference is measured, not gated: its figures are printed beside kafkalite's
+        pytest.xfail(f"Apache Kafka broke a group promise under {HOGS} CPU hogs: {detail}")
     # the promises
     assert r["overlaps"] == 0, detail
     assert r["settled"] and r["unowned_after_settle"] == 0 and r["doubly_owned_after_settle"] == 0, detail

@@ -1377,6 +1377,7 @@ class KafkaConnection(asyncio.Protocol):
         broker = self.broker
         if self.ctx is None:
             self.ctx = RequestContext(broker, self, _ConnectionLog(self))
+        unstarted = None  # a group member's request taken from the queue, its handler not run yet
         try:
             while True:
                 while queue:
@@ -1387,14 +1388,17 @@ class KafkaConnection(asyncio.Protocol):
                         if self.paused & _QUEUE and len(queue) < _MAX_QUEUED // 2 and self.held < broker.conn_queue_bytes:
                             self._resume(_QUEUE)
                     event = queue.popleft()
+                    if type(event) is Request and event.api_key in LIVENESS_APIS:
+                        unstarted = event  # still evidence of life while it waits below (arrivals.py)
                     if type(event) is Request and event.api_key in PIPELINED and not broker.hooked:
                         inflight = self.inflight
                         if inflight and len(inflight) >= _MAX_INFLIGHT:
                             await self._settle()
                             if self.closing:
                                 return
-                        if event.api_key in LIVENESS_APIS:
-                            broker.arrivals.started(event)
+                        if unstarted is not None:
+                            broker.arrivals.started(unstarted)
+                            unstarted = None
                         out = self._start(event)
                         if out is _STARTED:
                             continue
@@ -1403,8 +1407,9 @@ class KafkaConnection(asyncio.Protocol):
                             await self._settle()  # any other request waits until the pipelined ones are answered
                             if self.closing:
                                 return
-                        if type(event) is Request and event.api_key in LIVENESS_APIS:
-                            broker.arrivals.started(event)
+                        if unstarted is not None:
+                            broker.arrivals.started(unstarted)
+                            unstarted = None
                         out = await self._dispatch(event)
                     if self.closing:  # connection_lost has given back what it held
                         return
@@ -1493,6 +1498,8 @@ class KafkaConnection(asyncio.Protocol):
                 else:
                     self.close()
         finally:
+            if unstarted is not None:  # the connection closed while it waited behind pipelined requests
+                broker.arrivals.dropped(unstarted)
             if self.task is asyncio.current_task():
                 self.task = None
                 self.waiter = None

@@ -159,6 +159,27 @@ async def test_a_client_leaving_with_requests_in_flight_costs_nothing():
         other.close()
 
 
+async def test_a_client_leaving_with_member_requests_queued_leaves_no_evidence_of_life_waiting():
+    """A group member's requests count as waiting (broker/coordinator/arrivals.py) from their
+    arrival until their handler starts, or until the connection closes with them, including
+    the ones taken from the queue that wait behind a full pipeline: none is left counted."""
+    async with Broker(settings={"group_coordinator_append_linger_ms": 50}) as broker:
+        await broker.create_topic("t")
+        arrivals = broker.server.arrivals
+        for _ in range(5):
+            leaver = await Client.open(broker.port)
+            n = 2 * _MAX_INFLIGHT + 5  # more than the pipeline takes: some wait in _settle, the rest in the queue
+            leaver.writer.write(b"".join(request_bytes(8, 9, {**commit(f"{GROUP}-member", i), "member_id": "m1"}, i) for i in range(1, n + 1)))
+            await leaver.writer.drain()
+            conn = await server_side(broker, leaver)
+            await until(lambda conn=conn: (conn.inflight and len(conn.inflight) >= _MAX_INFLIGHT) or conn.closing, what="the pipeline to fill")
+            assert arrivals.waiting(f"{GROUP}-member", "m1")
+            leaver.writer.transport.abort()
+            await until(lambda conn=conn: conn not in broker.server.connections, what="the broker to drop the client")
+            await until(lambda: len(arrivals) == 0, what="nothing left waiting")
+            assert not arrivals.waiting(f"{GROUP}-member", "m1")
+
+
 async def test_a_pipelined_handler_that_fails_closes_only_its_connection(monkeypatch):
     async with Broker(fail_on_handler_errors=False) as broker:
         await broker.create_topic("t")

@@ -155,7 +155,7 @@ class GroupShard:
         self.lost_ms = lost_ms
         # whether a request of (group id, member id) has arrived and waits to be handled (arrivals.py)
         self.waiting = waiting or _nobody_waiting
-        self.silent_ms = silent_ms  # ms since a request of (group id, member id) was last read, or None
+        self.silent_ms = silent_ms  # ms since a request of (group id, member id) dropped unhandled was read, or None
         self.timers = Timers(clock_ms, lost_ms)
         self.groups: dict[str, ClassicGroup] = _Groups()
         self._op: _Operation | None = None
@@ -388,9 +388,9 @@ class GroupShard:
                 self.timers.schedule(key, EXPIRY_RECHECK_MS, lambda: retry(until))
                 return True
         if session and self.silent_ms is not None:
-            silent = min((ms for ms in map(lambda m: self.silent_ms(group_id, m), member_ids) if ms is not None), default=None)
-            if silent is not None and silent < limit_ms:
-                self.timers.schedule(key, max(limit_ms - silent, EXPIRY_RECHECK_MS), lambda: retry(None))
+            silent = [ms for ms in (self.silent_ms(group_id, m) for m in member_ids) if ms is not None]
+            if silent and min(silent) < limit_ms:
+                self.timers.schedule(key, max(limit_ms - min(silent), EXPIRY_RECHECK_MS), lambda: retry(None))
                 return True
         return False
 

@@ -6,7 +6,13 @@ Kafka's rules (ProducerStateManager / ProducerAppendInfo):
 - a batch that repeats one of the producer's last five batches is a duplicate:
   it is not appended again and its original offsets are returned;
 - otherwise the first sequence must follow the last one (int32 wrap-around):
-  OUT_OF_ORDER_SEQUENCE_NUMBER if not.
+  OUT_OF_ORDER_SEQUENCE_NUMBER if not;
+- a producer known at its epoch with no batch yet (a transaction marker bumped
+  its epoch, transactions V2) must start at sequence 0. Only a producer this
+  partition does not know is accepted at any sequence: otherwise a batch whose
+  predecessor was refused with a retriable error (its transaction not yet
+  verified) would be appended ahead of it, and the predecessor's retry would
+  then be out of order.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ class BatchMeta:
 class ProducerEntry:
     epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=CACHED_BATCHES))
+    any_sequence: bool = False  # only a marker was seen for a producer unknown before: its sequence is not known
 
     @property
     def last_seq(self) -> int:
@@ -68,7 +75,9 @@ class ProducerStateTable:
         for meta in entry.batches:
             if meta.first_seq == first_seq and meta.last_seq == last_seq:
                 return ErrorCode.none, meta
-        if entry.batches and first_seq != _next_seq(entry.last_seq):
+        if entry.any_sequence and not entry.batches:
+            return ErrorCode.none, None
+        if first_seq != _next_seq(entry.last_seq):  # with no batch yet, last_seq is -1: the producer starts at 0
             return ErrorCode.out_of_order_sequence_number, None
         return ErrorCode.none, None
 
@@ -82,7 +91,9 @@ class ProducerStateTable:
         """A COMMIT or ABORT marker of ``pid`` at ``epoch`` was written: a newer epoch fences the
         older one (its batches get INVALID_PRODUCER_EPOCH), and the producer starts it at sequence 0."""
         entry = self.entries.get(pid)
-        if entry is None or epoch > entry.epoch:
+        if entry is None:
+            self.entries[pid] = ProducerEntry(epoch, any_sequence=True)
+        elif epoch > entry.epoch:
             self.entries[pid] = ProducerEntry(epoch)
 
     def rebuild(self, plog, segments: int = 2) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from protocol.errors import ErrorCode, error_code
 from protocol.records import iter_records, scan_valid_prefix
 
-from ..coordinator.consumer_protocol import parse_assignment
+from protocol.consumer_protocol import parse_assignment
 from .share_ops import describe_share_group, modern_group
 from .client import (
     CONSUMER_GROUP_DESCRIBE,

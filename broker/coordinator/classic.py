@@ -25,7 +25,7 @@ from .classic_group import (
     Member,
 )
 from .common import Result
-from .consumer_protocol import assigned_partitions
+from protocol.consumer_protocol import assigned_partitions
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 from protocol.group_records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 
-from .consumer_protocol import subscribed_topics
+from protocol.consumer_protocol import subscribed_topics
 
 EMPTY = "Empty"
 PREPARING_REBALANCE = "PreparingRebalance"

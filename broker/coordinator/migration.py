@@ -23,7 +23,7 @@ from .classic_group import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE, Cl
 from .common import CoordinatorError, Result
 from .consumer import HeartbeatParams, new_member_id
 from .consumer_group import UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember
-from .consumer_protocol import encode_assignment, parse_assignment, parse_subscription
+from protocol.consumer_protocol import encode_assignment, parse_assignment, parse_subscription
 
 
 def _join_answer(code: ErrorCode, member_id: str = "", generation: int = -1, protocol_name: str | None = None) -> dict:

@@ -36,7 +36,7 @@ from storage.atomic import previous_path, read_with_fallback, write_atomically
 
 from ..coordinator.placement import java_string_hash
 from ..logs import get_logger
-from ..txn.javahash import JavaHashTable
+from ..javahash import JavaHashTable
 
 log = get_logger("security")
 

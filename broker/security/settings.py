@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from ..config import PER_LISTENER, BY_KEY
 from ..coordinator.placement import java_string_hash
-from ..txn.javahash import JavaHashTable
+from ..javahash import JavaHashTable
 from . import MECHANISMS, SCRAM_MECHANISMS, jaas, mechanisms, scram
 from .tls import TlsError, server_context
 

@@ -55,7 +55,7 @@ from protocol.txn_records import (
     value_version_for,
 )
 
-from .javahash import copied_set_order, fresh_set_order, group_by_topic
+from ..javahash import copied_set_order, fresh_set_order, group_by_topic
 
 __all__ = [
     "Completion",

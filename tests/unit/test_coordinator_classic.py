@@ -30,7 +30,7 @@ from kio.schema.consumer_protocol_subscription.v1.data import ConsumerProtocolSu
 from broker.coordinator.classic import JoinParams
 from broker.coordinator.classic_group import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 from broker.coordinator.common import GroupConfig, Result, merge_results
-from broker.coordinator.consumer_protocol import assigned_partitions
+from protocol.consumer_protocol import assigned_partitions
 from broker.coordinator.offsets import CommitPartition
 from broker.coordinator.service import leave_op
 from broker.coordinator.shard import GroupShard

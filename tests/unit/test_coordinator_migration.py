@@ -19,7 +19,7 @@ from broker.coordinator.classic import JoinParams
 from broker.coordinator.classic_group import EMPTY, PREPARING_REBALANCE, ClassicGroup
 from broker.coordinator.common import CoordinatorError
 from broker.coordinator.consumer_group import STABLE_GROUP, UNRELEASED_PARTITIONS, ConsumerGroup
-from broker.coordinator.consumer_protocol import parse_assignment
+from protocol.consumer_protocol import parse_assignment
 from broker.coordinator.service import heartbeat_op, join_op, leave_op, sync_op
 from protocol.codec import encode
 from protocol.errors import ErrorCode

@@ -20,7 +20,7 @@ import uuid
 
 import pytest
 
-from broker.coordinator import consumer_protocol
+from protocol import consumer_protocol
 from broker.handlers import supported_versions
 from protocol import codec
 from protocol.codec import DecodeError, decode, request_class

@@ -27,7 +27,7 @@ from broker.txn.shard import (
     fenced_error_for,
     txn_partition_for,
 )
-from broker.txn.javahash import JavaHashTable, copied_set_order, fresh_set_order, group_by_topic, topic_partition_hash
+from broker.javahash import JavaHashTable, copied_set_order, fresh_set_order, group_by_topic, topic_partition_hash
 from protocol.errors import ErrorCode
 from protocol.txn_records import TransactionLogKey, TransactionLogValue, TxnState, decode_key, decode_value, encode_key, encode_value
 

@@ -18,7 +18,7 @@ The steps follow Kafka 4.4's SimpleHomogeneousAssignmentBuilder:
    members in index order), until every member is filled.
 
 The collections are iterated in the order Kafka's Java ``HashMap``s and
-``HashSet``s give (``broker/txn/javahash.py``), so the result is Kafka's
+``HashSet``s give (``broker/javahash.py``), so the result is Kafka's
 partition for partition (``tests/unit/test_share_assignor.py`` runs Kafka's
 own assignor on the same groups). Members subscribed to different topics
 are assigned as Kafka's SimpleHeterogeneousAssignmentBuilder does: topic by
@@ -35,7 +35,7 @@ import struct
 import uuid
 
 from broker.coordinator.placement import java_string_hash
-from broker.txn.javahash import JavaHashTable
+from broker.javahash import JavaHashTable
 
 NAME = "simple"
 

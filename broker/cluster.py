@@ -301,7 +301,7 @@ class Cluster:
         self.metadata = MetadataView()
         # names of topics being created off the loop (create_topic_async): taken, not yet served
         self.creating: set[str] = set()
-        # AlterConfigs' other resources (broker/handlers/_configs.py), kept in meta.json: group id ->
+        # AlterConfigs' other resources (broker/dynamic_config.py), kept in meta.json: group id ->
         # group configs; "" (cluster-wide default) or the node id -> dynamic broker configs
         self.group_configs: dict[str, dict[str, str]] = {}
         self.broker_configs: dict[str, dict[str, str]] = {}

@@ -276,7 +276,7 @@ def load_cluster(cluster, internal_configs=None) -> None:
     cluster.group_configs.update({g: dict(c) for g, c in meta.get("group_configs", {}).items()})
     cluster.broker_configs = {b: dict(c) for b, c in meta.get("broker_configs", {}).items()}
     if cluster.broker_configs:
-        from .handlers._configs import broker_dynamic_settings
+        from .dynamic_config import broker_dynamic_settings
 
         cluster.defaults = cluster._dynamic_defaults(broker_dynamic_settings())
         cluster.logs.default_config = cluster.defaults

@@ -18,11 +18,14 @@ import functools
 
 from protocol.errors import ErrorCode
 
+from ..dynamic_config import (
+    BOOLEAN, DOUBLE, GROUP_CONFIG_NAMES, INT, LIST, LONG, PASSWORD, STRING,
+    broker_dynamic_settings, group_builtin_default, group_config_type, group_defaults,
+)
 from ..security.authorizer import Operation
 from ._configs import (
-    AUTH, BOOLEAN, BROKER, BROKER_LOGGER, DEFAULT_CONFIG, DOUBLE, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
-    GROUP, GROUP_CONFIG, GROUP_CONFIG_NAMES, INT, LIST, LONG, PASSWORD, STATIC_BROKER_CONFIG, STRING, TOPIC, TOPIC_CONFIG,
-    DENIED_MESSAGE, authorized, broker_dynamic_settings, group_builtin_default, group_config_type, group_defaults,
+    AUTH, BROKER, BROKER_LOGGER, DEFAULT_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+    GROUP, GROUP_CONFIG, STATIC_BROKER_CONFIG, TOPIC, TOPIC_CONFIG, DENIED_MESSAGE, authorized,
 )
 
 API_KEY = 32

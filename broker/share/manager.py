@@ -112,7 +112,7 @@ class SharePartitionManager:
     def _reset_offset(self, group_id: str, plog) -> int:
         """Where a share partition with no start offset begins: ``share.auto.offset.reset`` earliest, latest
         (the default), or ``by_duration:<ISO-8601>`` (the first record at most that old, else the end)."""
-        from ..handlers._configs import by_duration_ms
+        from ..dynamic_config import by_duration_ms
 
         reset = str(self._group_value(group_id, _RESET, "latest")).strip()
         if reset.lower() == "earliest":

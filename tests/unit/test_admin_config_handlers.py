@@ -13,7 +13,7 @@ import time
 import pytest
 
 from broker.coordinator.common import GroupConfig
-from broker.handlers._configs import ConfigError, check_group_configs
+from broker.dynamic_config import ConfigError, check_group_configs
 from broker.security.authorizer import CLASS_NAME, Operation as Op, ResourceType as RT
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch

@@ -162,57 +162,6 @@ class BrokerConfig:
         check_protocols([spec], self.listener_security_protocol_map)
         return [spec]
 
-    def group_config(self):
-        from .coordinator.common import GroupConfig
-
-        return GroupConfig(
-            offsets_topic_num_partitions=self.offsets_topic_num_partitions,
-            offsets_retention_ms=self.offsets_retention_minutes * 60_000,
-            offsets_retention_check_interval_ms=self.offsets_retention_check_interval_ms,
-            offset_metadata_max_bytes=self.offset_metadata_max_bytes,
-            group_min_session_timeout_ms=self.group_min_session_timeout_ms,
-            group_max_session_timeout_ms=self.group_max_session_timeout_ms,
-            group_initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms,
-            group_max_size=self.group_max_size,
-            append_linger_ms=self.group_coordinator_append_linger_ms,
-            group_consumer_session_timeout_ms=self.group_consumer_session_timeout_ms,
-            group_consumer_heartbeat_interval_ms=self.group_consumer_heartbeat_interval_ms,
-            group_consumer_assignment_interval_ms=self.group_consumer_assignment_interval_ms,
-            group_consumer_pending_heartbeat_interval_ms=self.group_consumer_pending_heartbeat_interval_ms,
-            group_consumer_max_size=self.group_consumer_max_size,
-            group_consumer_migration_policy=self.group_consumer_migration_policy.lower(),
-            group_share_session_timeout_ms=self.group_share_session_timeout_ms,
-            group_share_heartbeat_interval_ms=self.group_share_heartbeat_interval_ms,
-            group_share_max_size=self.group_share_max_size,
-            group_share_assignment_interval_ms=self.group_share_assignment_interval_ms,
-            group_share_initialize_retry_interval_ms=self.group_share_initialize_retry_interval_ms,
-        )
-
-    def txn_config(self):
-        from .txn.shard import TxnConfig
-
-        return TxnConfig(
-            transaction_max_timeout_ms=self.transaction_max_timeout_ms,
-            transactional_id_expiration_ms=self.transactional_id_expiration_ms,
-            transaction_version=self.transaction_version,
-            offsets_topic_num_partitions=self.offsets_topic_num_partitions,
-            abort_timed_out_transaction_cleanup_interval_ms=self.transaction_abort_timed_out_transaction_cleanup_interval_ms,
-        )
-
-    def share_config(self):
-        from .share.state import ShareConfig
-
-        return ShareConfig(
-            num_partitions=self.share_coordinator_state_topic_num_partitions,
-            snapshot_update_records_per_snapshot=self.share_coordinator_snapshot_update_records_per_snapshot,
-            prune_interval_ms=self.share_coordinator_state_topic_prune_interval_ms,
-            cold_snapshot_interval_ms=self.share_coordinator_cold_partition_snapshot_interval_ms,
-            record_lock_duration_ms=self.group_share_record_lock_duration_ms,
-            delivery_count_limit=self.group_share_delivery_count_limit,
-            partition_max_record_locks=self.group_share_partition_max_record_locks,
-            max_share_sessions=self.group_share_max_share_sessions,
-        )
-
     def effective_log_defaults(self) -> LogConfig:
         cfg = LogConfig(**{f.name: getattr(self.log_defaults, f.name) for f in fields(LogConfig)})
         cfg.fsync = self.fsync
@@ -701,7 +650,7 @@ def _check(cfg: BrokerConfig, values: dict[str, tuple[object, str]]) -> None:
         from .security.settings import SecurityConfigError, build_security
 
         try:
-            cfg.security = build_security(cfg, specs)
+            cfg.security = build_security(cfg, specs, {k: BY_KEY[k].name for k in PER_LISTENER})
         except SecurityConfigError as exc:
             where = values.get(exc.key, (None, None))[1] if exc.key else None
             raise ConfigError(f"{where}: {exc}" if where else str(exc)) from None

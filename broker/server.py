@@ -91,6 +91,7 @@ from .cluster import Cluster
 from .config import INT_MAX, BrokerConfig, per_ip_overrides
 from . import datadir, diagnostics, memory
 from .coordinator.arrivals import LIVENESS_APIS
+from .coordinator.common import GroupConfig
 from .coordinator.service import GroupCoordinator
 from .handlers import HANDLERS, PIPELINED, RequestContext, supported_versions
 from .listeners import Listener
@@ -153,7 +154,7 @@ class Broker:
             retention_check_interval_ms=config.log_retention_check_interval_ms,
             initial_task_delay_ms=config.log_initial_task_delay_ms,
         )
-        group_config = config.group_config()
+        group_config = GroupConfig.from_broker(config)
         group_config.group_overrides = self.cluster.group_configs  # AlterConfigs' per-group configs, read on each use
         self.coordinator = GroupCoordinator(self.cluster, group_config, fsync_always=config.fsync == "always")
         self.arrivals = self.coordinator.arrivals
@@ -296,10 +297,11 @@ class Broker:
         """The transaction coordinator (broker/txn/service.py), made on first use."""
         if self._transactions is None:
             from .txn.service import TransactionCoordinator
+            from .txn.shard import TxnConfig
 
             config = self.config
             self._transactions = TransactionCoordinator(
-                self.cluster, self.coordinator, config.txn_config(), num_partitions=config.transaction_state_log_num_partitions,
+                self.cluster, self.coordinator, TxnConfig.from_broker(config), num_partitions=config.transaction_state_log_num_partitions,
                 fsync_always=config.fsync == "always",
             )
         return self._transactions
@@ -313,10 +315,11 @@ class Broker:
         if self._share is None:
             from .share.coordinator import ShareCoordinator, ShareStateHook
             from .share.manager import SharePartitionManager
+            from .share.state import ShareConfig
 
             config = self.config
-            coordinator = ShareCoordinator(self.cluster, config.share_config(), fsync_always=config.fsync == "always")
-            partitions = SharePartitionManager(self.cluster, coordinator, config.share_config(), group_overrides=self.cluster.group_configs)
+            coordinator = ShareCoordinator(self.cluster, ShareConfig.from_broker(config), fsync_always=config.fsync == "always")
+            partitions = SharePartitionManager(self.cluster, coordinator, ShareConfig.from_broker(config), group_overrides=self.cluster.group_configs)
             self._share = (coordinator, partitions, ShareStateHook(coordinator, on_delete=partitions.forget))
         return self._share
 
@@ -419,8 +422,9 @@ class Broker:
             return txn_topic_configs()
         if name == SHARE_STATE_TOPIC:
             from .share.coordinator import share_state_topic_configs
+            from .share.state import ShareConfig
 
-            return share_state_topic_configs(self.config.share_config())
+            return share_state_topic_configs(ShareConfig.from_broker(self.config))
         if name == "__kafkalite_group_events":
             from .coordinator.events import EVENTS_CONFIG
 

@@ -46,6 +46,32 @@ class GroupConfig:
     # the cluster's dict itself (Cluster.group_configs), so a change applies at the next heartbeat
     group_overrides: dict = field(default_factory=dict, repr=False)
 
+    @classmethod
+    def from_broker(cls, config) -> GroupConfig:
+        """The group coordinator's settings, from the broker's (a ``BrokerConfig``)."""
+        return cls(
+            offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+            offsets_retention_ms=config.offsets_retention_minutes * 60_000,
+            offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+            offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+            group_min_session_timeout_ms=config.group_min_session_timeout_ms,
+            group_max_session_timeout_ms=config.group_max_session_timeout_ms,
+            group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            group_max_size=config.group_max_size,
+            append_linger_ms=config.group_coordinator_append_linger_ms,
+            group_consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+            group_consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            group_consumer_assignment_interval_ms=config.group_consumer_assignment_interval_ms,
+            group_consumer_pending_heartbeat_interval_ms=config.group_consumer_pending_heartbeat_interval_ms,
+            group_consumer_max_size=config.group_consumer_max_size,
+            group_consumer_migration_policy=config.group_consumer_migration_policy.lower(),
+            group_share_session_timeout_ms=config.group_share_session_timeout_ms,
+            group_share_heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+            group_share_max_size=config.group_share_max_size,
+            group_share_assignment_interval_ms=config.group_share_assignment_interval_ms,
+            group_share_initialize_retry_interval_ms=config.group_share_initialize_retry_interval_ms,
+        )
+
     def consumer_session_timeout_ms(self, group_id: str) -> int:
         """``consumer.session.timeout.ms`` of the group, else group.consumer.session.timeout.ms."""
         return self._group_int(group_id, "consumer.session.timeout.ms", self.group_consumer_session_timeout_ms)

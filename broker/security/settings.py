@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import secrets
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..config import PER_LISTENER, BY_KEY
 from ..coordinator.placement import java_string_hash
 from ..javahash import JavaHashTable
 from . import MECHANISMS, SCRAM_MECHANISMS, jaas, mechanisms, scram
@@ -96,17 +96,19 @@ def handshake_order(mechs) -> list[str]:
     return table.keys()
 
 
-def _listener_key(listener: str, setting: str) -> str:
-    tail = BY_KEY[setting].name if setting in BY_KEY else setting
-    return f"listener.name.{listener.lower()}.{tail}"
+def _listener_key(listener: str, setting: str, names: Mapping[str, str]) -> str:
+    return f"listener.name.{listener.lower()}.{names.get(setting, setting)}"
 
 
-def build_security(cfg, specs) -> Security:
+def build_security(cfg, specs, per_listener: Mapping[str, str]) -> Security:
+    """One ``ListenerSecurity`` per listener of ``specs``, from the broker's settings ``cfg``.
+    ``per_listener`` maps each setting a listener may have of its own (config key) to the
+    name messages give it (``broker/config.py`` knows them; this module does not import it)."""
     names = {s.name for s in specs}
     for listener in cfg.listener_settings:
         if listener not in names:
             some = next(iter(cfg.listener_settings[listener]))
-            raise SecurityConfigError(_listener_key(listener, some), f"listener {listener} is not one of the listeners ({', '.join(sorted(names))})")
+            raise SecurityConfigError(_listener_key(listener, some, per_listener), f"listener {listener} is not one of the listeners ({', '.join(sorted(names))})")
     out = Security({}, handshake_timeout_s=cfg.ssl_handshake_timeout_ms / 1000)
     scram_passwords: dict[tuple[str, str], tuple[bytes, str]] = {}
     check_key = secrets.token_bytes(16)
@@ -117,12 +119,12 @@ def build_security(cfg, specs) -> Security:
             return own[key] if key in own else getattr(cfg, key)
 
         def where(key: str, own=own, spec=spec) -> str:
-            return _listener_key(spec.name, key) if key in own else key
+            return _listener_key(spec.name, key, per_listener) if key in own else key
 
         sec = ListenerSecurity(spec.name, spec.protocol)
         out.listeners[spec.name] = sec
         if spec.tls:
-            settings = {k: value(k) for k in PER_LISTENER if k.startswith("ssl_")}
+            settings = {k: value(k) for k in per_listener if k.startswith("ssl_")}
             if spec.protocol == "SASL_SSL":  # Kafka: broker-wide ssl.client.auth is for SSL listeners only
                 sec.client_auth = own.get("ssl_client_auth", "none")
             else:

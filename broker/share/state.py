@@ -107,6 +107,20 @@ class ShareConfig:
     partition_max_record_locks: int = 2000  # group.share.partition.max.record.locks
     max_share_sessions: int = 2000  # group.share.max.share.sessions
 
+    @classmethod
+    def from_broker(cls, config) -> ShareConfig:
+        """The share coordinator's settings, from the broker's (a ``BrokerConfig``)."""
+        return cls(
+            num_partitions=config.share_coordinator_state_topic_num_partitions,
+            snapshot_update_records_per_snapshot=config.share_coordinator_snapshot_update_records_per_snapshot,
+            prune_interval_ms=config.share_coordinator_state_topic_prune_interval_ms,
+            cold_snapshot_interval_ms=config.share_coordinator_cold_partition_snapshot_interval_ms,
+            record_lock_duration_ms=config.group_share_record_lock_duration_ms,
+            delivery_count_limit=config.group_share_delivery_count_limit,
+            partition_max_record_locks=config.group_share_partition_max_record_locks,
+            max_share_sessions=config.group_share_max_share_sessions,
+        )
+
 
 class ShareStateShard:
     """The share-partition states of one ``__share_group_state`` partition."""

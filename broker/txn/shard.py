@@ -147,6 +147,17 @@ class TxnConfig:
     abort_timed_out_transaction_cleanup_interval_ms: int = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
     remove_expired_transactional_id_cleanup_interval_ms: int = 3_600_000  # transaction.remove.expired.transaction.cleanup.interval.ms
 
+    @classmethod
+    def from_broker(cls, config) -> TxnConfig:
+        """The transaction coordinator's settings, from the broker's (a ``BrokerConfig``)."""
+        return cls(
+            transaction_max_timeout_ms=config.transaction_max_timeout_ms,
+            transactional_id_expiration_ms=config.transactional_id_expiration_ms,
+            transaction_version=config.transaction_version,
+            offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+            abort_timed_out_transaction_cleanup_interval_ms=config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+        )
+
     @property
     def value_version(self) -> int:
         """The TransactionLogValue version this cluster writes."""

@@ -8,6 +8,7 @@ import pytest
 
 from broker.cli import config_from_args, main
 from broker.config import SETTINGS, BrokerConfig, ConfigError, default_of, load_config
+from broker.coordinator.common import GroupConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,7 +97,7 @@ dirs = "/tmp/somewhere"
     d = cfg.log_defaults
     assert (d.retention_ms, d.segment_bytes, d.cleanup_policy, d.max_message_bytes) == (60000, 1048576, "compact", 2000000)
     assert d.extra == {"compression.type": "zstd"}
-    g = cfg.group_config()
+    g = GroupConfig.from_broker(cfg)
     assert g.group_initial_rebalance_delay_ms == 250 and g.offsets_topic_num_partitions == 10
     # the log defaults reach the storage engine with the fsync policy
     assert cfg.effective_log_defaults().retention_ms == 60000

@@ -314,15 +314,7 @@ class Cluster:
         )
 
     # ------------------------------------------------------------------ startup
-    def load(self, internal_configs=None) -> None:
-        """Read the cluster metadata and open every partition (``metadata_load.py`` says how a
-        missing or damaged ``meta.json`` is recovered). ``internal_configs(name)`` gives the
-        configs an internal topic is created with, for one rebuilt from its directories.
-        Raises ``MetadataError`` when the metadata is unreadable and nothing can rebuild it."""
-        from .metadata_load import load_cluster
-
-        load_cluster(self, internal_configs)
-
+    # (read at start by ``metadata_load.load_cluster(cluster)``, a layer above this module)
     def _index(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
         self.by_id[topic.topic_id] = topic

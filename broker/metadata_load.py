@@ -244,6 +244,10 @@ def _set_unreadable_aside(path: Path) -> Path | None:
 
 
 def load_cluster(cluster, internal_configs=None) -> None:
+    """Read the cluster metadata into ``cluster`` and open every partition (the module's
+    docstring says how a missing or damaged ``meta.json`` is recovered). ``internal_configs(name)``
+    gives the configs an internal topic is created with, for one rebuilt from its directories.
+    Raises ``MetadataError`` when the metadata is unreadable and nothing can rebuild it."""
     data_dir = cluster.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / META_FILE

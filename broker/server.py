@@ -96,6 +96,7 @@ from .coordinator.service import GroupCoordinator
 from .handlers import HANDLERS, PIPELINED, RequestContext, supported_versions
 from .listeners import Listener
 from .logs import get_logger
+from .metadata_load import load_cluster
 from .security import ANONYMOUS
 from .share import SHARE_STATE_TOPIC
 from .txn import TXN_TOPIC
@@ -387,7 +388,7 @@ class Broker:
             self.scram  # noqa: B018 - read the credentials file now: a broken one stops the start
         if self.acls is not None:
             self.acls.load()  # a broken ACL file stops the start
-        self.cluster.load(self.internal_topic_configs)  # a damaged meta.json: rebuilt, or MetadataError
+        load_cluster(self.cluster, self.internal_topic_configs)  # a damaged meta.json: rebuilt, or MetadataError
         self.cluster.logs.start_background()
         self.coordinator.start()
         if TXN_TOPIC in self.cluster.topics:

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from broker.cluster import PRODUCER_ID_BLOCK, AppendOrigin, Cluster
-from broker.metadata_load import MetadataError, parse_meta
+from broker.metadata_load import MetadataError, load_cluster, parse_meta
 from protocol.records import Record, build_batch, split_batches
 from storage import atomic
 from storage.atomic import previous_path, read_with_fallback, write_atomically
@@ -139,10 +139,10 @@ def test_a_flipped_bit_that_still_parses_is_refused_by_the_checksum(tmp_path):
     assert parse_meta(json.dumps(doc).encode())["topics"]["orders"]["partitions"] == 2
 
 
-# ---------------------------------------------------------------------------- Cluster.load
+# ---------------------------------------------------------------------------- load_cluster
 def _cluster(path) -> Cluster:
     c = Cluster(path, LogConfig())
-    c.load()
+    load_cluster(c)
     return c
 
 
@@ -219,7 +219,7 @@ def test_a_rebuild_gives_internal_topics_their_configs_and_skips_used_producer_i
     (tmp_path / "meta.json").unlink()
     (tmp_path / "meta.json.prev").unlink()
     c = Cluster(tmp_path, LogConfig())
-    c.load(lambda name: {"cleanup.policy": "compact"} if name == "__consumer_offsets" else None)
+    load_cluster(c, lambda name: {"cleanup.policy": "compact"} if name == "__consumer_offsets" else None)
     try:
         assert c.topics["__consumer_offsets"].config.compact
         assert c.allocate_producer_id() > 123_456

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from broker.cluster import AppendError, AppendOrigin, Cluster
+from broker.metadata_load import load_cluster
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, split_batches
 from storage.config import LogConfig
@@ -15,7 +16,7 @@ from storage.config import LogConfig
 @pytest.fixture
 def cluster(tmp_path):
     c = Cluster(tmp_path, LogConfig())
-    c.load()
+    load_cluster(c)
     yield c
     c.close()
 

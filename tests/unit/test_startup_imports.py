@@ -163,12 +163,13 @@ def test_groups_answer_load_in_progress_until_their_shard_has_loaded(tmp_path):
     from broker.cli import config_from_args
     from broker.coordinator.common import CoordinatorError
     from broker.coordinator.runtime import ACTIVE, LOADING
+    from broker.metadata_load import load_cluster
     from broker.server import Broker
     from protocol.errors import ErrorCode
 
     async def go() -> None:
         b = Broker(config_from_args(["serve", "--port", "0", "--data-dir", str(tmp_path / "data")], environ={}))
-        b.cluster.load()
+        load_cluster(b.cluster)
         b.coordinator.start()  # schedules the loading; nothing has run yet
         try:
             assert b.coordinator.shards and all(s.state == LOADING for s in b.coordinator.shards)

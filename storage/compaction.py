@@ -159,16 +159,15 @@ def _cleanable_count(plog: PartitionLog, segs, now: int, lso: int, *, saved_only
 
 def cleanable_info(plog: PartitionLog, now_ms: int | None = None) -> tuple[int, int, bool]:
     """(dirty bytes, cleanable bytes, delete horizon passed) of the cleanable segments."""
-    now = plog._now_ms() if now_ms is None else now_ms
-    with plog._lock:
-        segs = plog._view.segs
-        lso = plog.last_stable_offset
-    n = _cleanable_count(plog, segs, now, lso, saved_only=False)
+    now = plog.now_ms() if now_ms is None else now_ms
+    snap = plog.compaction_view()
+    segs = snap.segs
+    n = _cleanable_count(plog, segs, now, snap.last_stable_offset, saved_only=False)
     total = dirty = 0
     horizon = False
     for s in segs[:n]:
         total += s.size
-        if s.next_offset > plog._clean_upto:
+        if s.next_offset > plog.clean_upto:
             dirty += s.size
         if s.min_delete_horizon is not None and s.min_delete_horizon <= now:
             horizon = True
@@ -177,7 +176,7 @@ def cleanable_info(plog: PartitionLog, now_ms: int | None = None) -> tuple[int, 
 
 def needs_compaction(plog: PartitionLog, now_ms: int | None = None) -> bool:
     cfg = plog.config
-    if not cfg.compact or plog._closed:
+    if not cfg.compact or plog.closed:
         return False
     dirty, total, horizon = plog.cleanable_info(now_ms)
     if horizon:
@@ -306,24 +305,18 @@ def compact(plog: PartitionLog, now_ms: int | None = None) -> CompactionStats | 
     Returns None when there is nothing to clean.
     """
     cfg = plog.config
-    if not cfg.compact or plog._closed:
+    if not cfg.compact or plog.closed:
         return None
-    now = plog._now_ms() if now_ms is None else now_ms
-    with plog._maint_lock:
-        if plog._closing:
+    now = plog.now_ms() if now_ms is None else now_ms
+    with plog.maintenance():
+        if plog.closing:
             return None
-        with plog._flush_lock:
-            plog._process_pending_locked()
-        with plog._lock:
-            view = plog._view
-            epoch = plog._epoch
-            active_end = view.segs[-1].size
-            clean_upto = plog._clean_upto
-            lso = plog.last_stable_offset
-            txn = plog._txn
-            tracked = txn.tracked
-            entries = list(txn.aborted)
-        segs = view.segs
+        plog.process_pending()
+        snap = plog.compaction_view(aborted=True)
+        epoch, active_end, clean_upto, lso = snap.epoch, snap.active_end, snap.clean_upto, snap.last_stable_offset
+        tracked = snap.txn_tracked
+        entries = snap.aborted
+        segs = snap.segs
         n = _cleanable_count(plog, segs, now, lso, saved_only=True)
         if n == 0:
             return None
@@ -347,13 +340,11 @@ def compact(plog: PartitionLog, now_ms: int | None = None) -> CompactionStats | 
             return stats
         except Exception:
             # a concurrent truncate_to/close can make the snapshot unreadable
-            if plog._closing or plog._closed or plog._epoch != epoch:
+            if plog.changed_since(epoch):
                 stats.aborted = True
                 return stats
             raise
-        with plog._lock:
-            if plog._epoch == epoch:
-                plog._clean_upto = max(plog._clean_upto, first_uncleanable)
+        plog.mark_clean(first_uncleanable, epoch)
         log.info(
             "compaction of %s below offset %d: %d -> %d segments, %d -> %d bytes, %d -> %d records "
             "(%d aborted batches, %d markers, %d tombstones removed)",
@@ -365,7 +356,7 @@ def compact(plog: PartitionLog, now_ms: int | None = None) -> CompactionStats | 
 
 
 def _check_abort(plog: PartitionLog, epoch: int) -> None:
-    if plog._closing or plog._closed or plog._epoch != epoch:
+    if plog.changed_since(epoch):
         raise _Abort()
 
 
@@ -392,7 +383,7 @@ def _build_offset_map(
                 producers.see(hdr)
             continue
         for _pos, hdr, data in seg.iter_batches(0, end):
-            if plog._closing:
+            if plog.closing:
                 raise _Abort()
             producers.see(hdr)
             if hdr.is_control:
@@ -615,23 +606,10 @@ def _clean_group(
         if sync:
             _fsync_dir(d)
         _hook(plog, "swap")
-        with plog._lock:
-            cur = plog._view.segs
-            try:
-                i = cur.index(group[0])
-            except ValueError:
-                i = -1
-            if (
-                i < 0
-                or plog._closed
-                or plog._epoch != epoch
-                or cur[i:i + len(group)] != tuple(group)
-            ):
-                raise _Abort()
-            plog._view = plog._view.with_segments(cur[:i] + (new,) + cur[i + len(group):])
-            if dropped:  # in the same step: a reader never sees a marker gone and its entry still there
-                plog._txn = plog._txn.without_aborted({e.last_offset for e in dropped})
-            committed = True
+        # in one step with the segments: a reader never sees a marker gone and its entry still there
+        if not plog.swap_segments(group, new, epoch, {e.last_offset for e in dropped}):
+            raise _Abort()
+        committed = True
         stats.aborted_txns_dropped += len(dropped)
         for seg in group:
             seg.delete_files()
@@ -682,5 +660,4 @@ def _drop_from_txn_indexes(
 
 def _hook(plog: PartitionLog, stage: str) -> None:
     crash_point("compaction." + stage)
-    if plog._crash_hook is not None:
-        plog._crash_hook(stage)
+    plog.reached(stage)

@@ -68,6 +68,8 @@ import shutil
 import threading
 import time
 from bisect import bisect_right
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable, Iterable, Sequence
@@ -93,7 +95,7 @@ from .errors import (
 from .index import write_file_atomic
 from .recovery import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, _fsync_dir, _txn_files, _unlink, load_snapshot, recover
 from .segment import _REL_MAX, FileRegion, Segment
-from .txn import TxnState, control_kind, encode_entries, encode_snapshot, replay, snapshot_name
+from .txn import AbortedTxn, TxnState, control_kind, encode_entries, encode_snapshot, replay, snapshot_name
 
 __all__ = ["PartitionLog", "AppendResult", "CompactionStats"]
 
@@ -129,6 +131,19 @@ class _View:
     def with_segments(self, segs: tuple[Segment, ...]) -> _View:
         """The same snapshot with another segment list (same log start offset)."""
         return _View(segs, self.log_start)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionView:
+    """What compaction reads of a log, taken at one moment under its lock (``PartitionLog.compaction_view``)."""
+
+    segs: tuple[Segment, ...]
+    active_end: int  # the active segment's size then
+    epoch: int  # the log's truncation epoch: ``PartitionLog.changed_since(epoch)``
+    clean_upto: int
+    last_stable_offset: int
+    txn_tracked: bool
+    aborted: list[AbortedTxn] | None  # the aborted transactions, when asked for
 
 
 class PartitionLog:
@@ -968,6 +983,76 @@ class PartitionLog:
                 self._prune_snapshots(below=rest[0].base_offset)
             log.info("retention: deleted %d segment(s) of %s; log start offset now %d", k, self.path, new_start)
             return k
+
+    # ------------------------------------------------------------------ what compaction.py uses
+    def now_ms(self) -> int:
+        """The log's clock, in milliseconds."""
+        return self._now_ms()
+
+    @property
+    def closing(self) -> bool:
+        """True from the start of ``close`` on."""
+        return self._closing
+
+    @property
+    def clean_upto(self) -> int:
+        """Segments entirely below this offset are clean (compacted since they last changed)."""
+        return self._clean_upto
+
+    def changed_since(self, epoch: int) -> bool:
+        """True when the log is closing or closed, or ``truncate_to`` ran since ``epoch`` was read."""
+        return self._closing or self._closed or self._epoch != epoch
+
+    def compaction_view(self, *, aborted: bool = False) -> CompactionView:
+        """The segments, epoch, clean mark, LSO and transactions' state at one moment (under the lock);
+        ``aborted``: with a copy of the aborted transactions."""
+        with self._lock:
+            segs = self._view.segs
+            txn = self._txn
+            return CompactionView(
+                segs, segs[-1].size if segs else 0, self._epoch, self._clean_upto, self.last_stable_offset,
+                txn.tracked, list(txn.aborted) if aborted else None,
+            )
+
+    @contextmanager
+    def maintenance(self) -> Iterator[None]:
+        """Hold the maintenance lock: one retention or compaction job at a time."""
+        with self._maint_lock:
+            yield
+
+    def process_pending(self) -> None:
+        """fsync the rolled segments and write their index files now (under the flush lock)."""
+        with self._flush_lock:
+            self._process_pending_locked()
+
+    def mark_clean(self, upto: int, epoch: int) -> None:
+        """Compaction cleaned everything below ``upto``; ignored if ``truncate_to`` ran since ``epoch``."""
+        with self._lock:
+            if self._epoch == epoch:
+                self._clean_upto = max(self._clean_upto, upto)
+
+    def swap_segments(self, old: list[Segment], new: Segment, epoch: int, dropped_aborted: set[int]) -> bool:
+        """Put ``new`` in place of the consecutive segments ``old`` and, in the same step (a reader never
+        sees a marker gone and its entry still there), drop the aborted transactions whose markers are at
+        the offsets ``dropped_aborted``. False, changing nothing, when the log is closed, was truncated
+        since ``epoch``, or ``old`` are no longer its segments."""
+        with self._lock:
+            cur = self._view.segs
+            try:
+                i = cur.index(old[0])
+            except ValueError:
+                return False
+            if self._closed or self._epoch != epoch or cur[i:i + len(old)] != tuple(old):
+                return False
+            self._view = self._view.with_segments(cur[:i] + (new,) + cur[i + len(old):])
+            if dropped_aborted:
+                self._txn = self._txn.without_aborted(dropped_aborted)
+            return True
+
+    def reached(self, stage: str) -> None:
+        """A maintenance job reached ``stage``: the tests' crash hook (``_crash_hook``), if set."""
+        if self._crash_hook is not None:
+            self._crash_hook(stage)
 
     # ------------------------------------------------------------------ compaction (compaction.py)
     def cleanable_info(self, now_ms: int | None = None) -> tuple[int, int, bool]:

@@ -38,6 +38,7 @@ from storage.config import LogConfig
 from storage.partition_meta import PARTITION_METADATA
 
 from .cluster import META_FILE, PRODUCER_ID_BLOCK, Partition, Topic, _new_cluster_id, log, meta_checksum, validate_topic_name
+from .dynamic_config import broker_dynamic_settings
 
 MAX_PARTITIONS = 1_000_000  # a count above this in meta.json is damage, not a topic
 # after a rebuild the producer-id block restarts this far above the highest id found in the logs, so an
@@ -280,8 +281,6 @@ def load_cluster(cluster, internal_configs=None) -> None:
     cluster.group_configs.update({g: dict(c) for g, c in meta.get("group_configs", {}).items()})
     cluster.broker_configs = {b: dict(c) for b, c in meta.get("broker_configs", {}).items()}
     if cluster.broker_configs:
-        from .dynamic_config import broker_dynamic_settings
-
         cluster.defaults = cluster._dynamic_defaults(broker_dynamic_settings())
         cluster.logs.default_config = cluster.defaults
     loader.load_topics(meta)

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from protocol.errors import ErrorCode
 
 from ..coordinator.common import Timers
+from ..dynamic_config import by_duration_ms
 from ..logs import get_logger
 from .coordinator import ShareCoordinator
 from .partition import Limits, SharePartition
@@ -112,8 +113,6 @@ class SharePartitionManager:
     def _reset_offset(self, group_id: str, plog) -> int:
         """Where a share partition with no start offset begins: ``share.auto.offset.reset`` earliest, latest
         (the default), or ``by_duration:<ISO-8601>`` (the first record at most that old, else the end)."""
-        from ..dynamic_config import by_duration_ms
-
         reset = str(self._group_value(group_id, _RESET, "latest")).strip()
         if reset.lower() == "earliest":
             return plog.log_start_offset

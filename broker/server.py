@@ -94,6 +94,7 @@ from .coordinator.arrivals import LIVENESS_APIS
 from .coordinator.common import GroupConfig
 from .coordinator.service import GroupCoordinator
 from .handlers import HANDLERS, PIPELINED, RequestContext, supported_versions
+from .pending import Pending
 from .listeners import Listener
 from .logs import get_logger
 from .metadata_load import load_cluster
@@ -1522,66 +1523,57 @@ class KafkaConnection(asyncio.Protocol):
 
     # -- pipelined requests ------------------------------------------------
     # A request of an API in PIPELINED is started at once, even while earlier requests of
-    # the connection wait for their records to be durable: its handler's coroutine is
-    # stepped here, without a task. One that finishes without waiting is answered as any
-    # other; one that waits becomes a _Slot in ``inflight``, stepped again when what it
-    # waits on is done, and answered when it and every slot before it are done (in
-    # request order, in one write). Any other request waits until ``inflight`` is empty,
+    # the connection wait for their records to be durable: its handler's synchronous
+    # ``begin`` does its work and returns the answer, or a Pending (broker/pending.py) of it.
+    # One answered at once is answered as any other; one that waits becomes a _Slot in
+    # ``inflight``, finished by its future's done-callback, and answered when it and every
+    # slot before it are done (in request order, in one write). Any other request waits until ``inflight`` is empty,
     # so it sees what a connection that handles one request at a time would show it.
 
     def _start(self, event: Request):
-        """Start a pipelined request: its framed answer (or None) if it finished at once and
-        nothing is in flight, else ``_STARTED`` (its slot answers it)."""
+        """Start a pipelined request (its handler's ``begin``): its framed answer (or None) if
+        it is answered at once and nothing is in flight, else ``_STARTED`` (its slot answers it)."""
         self.ctx.request = event
-        slot = _Slot(self, event, HANDLERS[event.api_key].handle(self.ctx, event.body))
+        try:
+            answer = HANDLERS[event.api_key].begin(self.ctx, event.body)
+            pending = type(answer) is Pending
+            out = None if pending or answer is None else self._encode(event, answer)
+        except Exception as exc:  # noqa: BLE001 - a handler bug must not take the broker down
+            self._handler_failed(event, exc)
+            return _STARTED  # the connection is closing: nothing more is answered
         inflight = self.inflight
+        if not pending and not inflight:
+            return out  # the common path does the rest
         if inflight is None:
             inflight = self.inflight = deque()
+        slot = _Slot(self, event, answer if pending else None)
         inflight.append(slot)
-        self._step(slot, True)
-        if slot.done and len(inflight) == 1:
-            inflight.pop()  # answered at once, with nothing before it: the common path does the rest
-            return slot.out
+        if pending:
+            answer.future.add_done_callback(slot.finished)
+        else:
+            slot.out = out
+            slot.done = True
         return _STARTED
 
-    def _step(self, slot: _Slot, first: bool = False) -> None:
-        """Run the slot's handler until it waits or ends (what Task.__step does, for one coroutine);
-        a slot that ends at the head of ``inflight`` is answered, unless this is its first step
-        (``_start`` answers that one)."""
-        coro = slot.coro
+    def _finished(self, slot: _Slot) -> None:
+        """A slot's answer is ready: encode it; if the slot is at the head of ``inflight``, answer it
+        (and the finished ones behind it)."""
         try:
-            waiting = coro.send(None)
-        except StopIteration as stop:
-            slot.coro = None
-            body = stop.value
-            try:
-                slot.out = None if body is None or self.closing else self._encode(slot.event, body)
-            except Exception as exc:  # noqa: BLE001 - an encoder bug: as a handler's
-                self._handler_failed(slot.event, exc)
-                return
-            slot.done = True
-            if not first and not self.answer_due:
-                inflight = self.inflight
-                if inflight and inflight[0] is slot:
-                    # answered after the callbacks already queued: the slots after it whose appends
-                    # completed in the same round of flushes go in the same write
-                    self.answer_due = True
-                    self.broker.loop.call_soon(self._answer_inflight)
-            return
-        except Exception as exc:  # noqa: BLE001 - a handler bug must not take the broker down
-            slot.coro = None
+            body = slot.pending.result()
+            slot.out = None if body is None or self.closing else self._encode(slot.event, body)
+        except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - a handler bug must not take the broker down
             if not self.closing:
                 self._handler_failed(slot.event, exc)
             return
-        if waiting is None:  # a bare yield (asyncio.sleep(0))
-            self.broker.loop.call_soon(self._step, slot)
-        elif getattr(waiting, "_asyncio_future_blocking", False):
-            waiting._asyncio_future_blocking = False
-            waiting.add_done_callback(slot.wake)
-        else:
-            slot.coro = None
-            coro.close()
-            self._handler_failed(slot.event, RuntimeError(f"a pipelined handler awaited {waiting!r}, not a future"))
+        slot.pending = None
+        slot.done = True
+        if not self.answer_due:
+            inflight = self.inflight
+            if inflight and inflight[0] is slot:
+                # answered after the callbacks already queued: the slots after it whose appends
+                # completed in the same round of flushes go in the same write
+                self.answer_due = True
+                self.broker.loop.call_soon(self._answer_inflight)
 
     def _answer_inflight(self) -> None:
         """Write the answers of the finished slots at the head of ``inflight``, in one call."""
@@ -1766,19 +1758,19 @@ class KafkaConnection(asyncio.Protocol):
 
 
 class _Slot:
-    """A pipelined request being handled: its handler's coroutine, and its answer once done."""
+    """A pipelined request being handled: what its answer waits on, and its answer once done."""
 
-    __slots__ = ("conn", "event", "coro", "out", "done")
+    __slots__ = ("conn", "event", "pending", "out", "done")
 
-    def __init__(self, conn: KafkaConnection, event: Request, coro) -> None:
+    def __init__(self, conn: KafkaConnection, event: Request, pending: Pending | None) -> None:
         self.conn = conn
         self.event = event
-        self.coro = coro
+        self.pending = pending
         self.out = None
         self.done = False
 
-    def wake(self, _fut=None) -> None:
-        self.conn._step(self)
+    def finished(self, _fut=None) -> None:
+        self.conn._finished(self)
 
 
 _STARTED = object()  # KafkaConnection._start: the request's slot will answer it

@@ -35,6 +35,7 @@ from protocol.records import build_end_txn_marker, build_key_value_batch, split_
 from storage.crashpoints import crash_point
 
 from ..cluster import AppendOrigin
+from ..pending import Pending, settle
 from .common import CoordinatorError, GroupConfig, Result
 from .loader import ShardLoader, finish
 from .lost import group_name, report_cuts
@@ -253,8 +254,9 @@ class ShardRuntime:
         self._arm_timer(self.shard.timers.next_deadline())
 
     # ================================================================ operations
-    async def write(self, op: Callable[[GroupShard], Result]):
-        """Run a write operation; answer once its records (and earlier ones) are durable.
+    def begin(self, op: Callable[[GroupShard], Result]):
+        """Run a write operation now: its response if nothing needs to wait, else a ``Pending``
+        answered once its records (and earlier ones) are durable.
 
         The operation runs at once, atomically (``GroupShard.run``): a coordinator
         error it raises reaches the caller with nothing written. A failed append
@@ -267,10 +269,15 @@ class ShardRuntime:
         response = result.response
         if isinstance(response, asyncio.Future):
             # the member's own future: answered by the group logic, after its records are durable
-            return await response
+            return Pending(response)
         if waiter is not None:
-            await waiter  # a _BatchFuture: a client hanging up cannot cancel it for the others
+            # a _BatchFuture: a client hanging up cannot cancel it for the others
+            return Pending(waiter, lambda batch: (batch.result(), response)[1])
         return response
+
+    async def write(self, op: Callable[[GroupShard], Result]):
+        """``begin``, waited for."""
+        return await settle(self.begin(op))
 
     async def read(self, op: Callable[[GroupShard], object]):
         """A read sees committed state: it needs no waiting."""

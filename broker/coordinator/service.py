@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
 
@@ -33,6 +32,7 @@ from .errors import for_exception
 from .events import EventPublisher
 from .offsets import CommitPartition
 from .placement import partition_for
+from ..pending import Pending, settle
 from .runtime import ACTIVE, LOADING, LoopWatch, ShardRuntime
 
 if TYPE_CHECKING:  # share.py is imported by the first share-group request, not at start
@@ -102,6 +102,36 @@ def offsets_topic_configs(config: GroupConfig) -> dict[str, str]:
     return {"cleanup.policy": "compact", "segment.bytes": str(config.offsets_topic_segment_bytes)}
 
 
+
+def _translated(exc: Exception) -> CoordinatorError:
+    code, message = for_exception(exc)
+    return CoordinatorError(code, message)
+
+
+def _checked(get):
+    """A write's value, its failure translated; None (a parked request whose shard was reset
+    under it: a failed append, shutdown) is NOT_COORDINATOR."""
+    try:
+        value = get()
+    except (CoordinatorError, OSError) as exc:
+        raise _translated(exc) from None
+    if value is None:
+        raise CoordinatorError(ErrorCode.not_coordinator)
+    return value
+
+
+def _heartbeat_code(exc: CoordinatorError) -> ErrorCode:
+    if exc.code is ErrorCode.coordinator_load_in_progress:
+        return ErrorCode.none  # as Kafka: a loading coordinator does not fail heartbeats
+    raise exc
+
+
+def _heartbeat_answer(get) -> ErrorCode:
+    try:
+        return get()
+    except CoordinatorError as exc:
+        return _heartbeat_code(exc)
+
 class GroupCoordinator:
     def __init__(self, cluster, config: GroupConfig, *, fsync_always: bool) -> None:
         self.cluster = cluster
@@ -168,15 +198,19 @@ class GroupCoordinator:
             shard.shard.reset()  # resolves parked requests: their handlers answer NOT_COORDINATOR
 
     # ================================================================ the API
-    async def _write(self, group_id: str, op):
+    def _begin(self, group_id: str, op):
+        """Run a write operation now: its value, or a ``Pending`` of it (``ShardRuntime.begin``);
+        failures as CoordinatorError (``errors.for_exception``)."""
         try:
-            value = await self.shard_for(group_id).write(op)
+            out = self.shard_for(group_id).begin(op)
         except (CoordinatorError, OSError) as exc:
-            code, message = for_exception(exc)
-            raise CoordinatorError(code, message) from None
-        if value is None:  # a parked request whose shard was reset under it (a failed append, shutdown)
-            raise CoordinatorError(ErrorCode.not_coordinator)
-        return value
+            raise _translated(exc) from None
+        if type(out) is Pending:
+            return out.then(_checked)
+        return _checked(lambda: out)
+
+    async def _write(self, group_id: str, op):
+        return await settle(self._begin(group_id, op))
 
     async def _read(self, group_id: str, op, *, stable: bool = False):
         try:
@@ -196,20 +230,27 @@ class GroupCoordinator:
                          protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes]) -> dict:
         return await self._write(group_id, sync_op(group_id, generation, member_id, instance_id, protocol_type, protocol_name, assignments))
 
-    async def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
+    def begin_heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None):
+        """The Heartbeat's error code, or a ``Pending`` of it."""
         try:
-            return await self._write(group_id, heartbeat_op(group_id, generation, member_id, instance_id))
+            out = self._begin(group_id, heartbeat_op(group_id, generation, member_id, instance_id))
         except CoordinatorError as exc:
-            if exc.code is ErrorCode.coordinator_load_in_progress:
-                return ErrorCode.none  # as Kafka: a loading coordinator does not fail heartbeats
-            raise
+            return _heartbeat_code(exc)
+        return out.then(_heartbeat_answer) if type(out) is Pending else out
+
+    async def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
+        return await settle(self.begin_heartbeat(group_id, generation, member_id, instance_id))
 
     async def leave_group(self, group_id: str, members: list[tuple[str, str | None, str | None]]) -> tuple[ErrorCode, list[dict]]:
         """members: (member_id, group_instance_id, reason). Returns (top-level error, per-member answers)."""
         return await self._write(group_id, leave_op(group_id, members))
 
+    def begin_consumer_group_heartbeat(self, params: HeartbeatParams):
+        """The ConsumerGroupHeartbeat answer's fields, or a ``Pending`` of them."""
+        return self._begin(params.group_id, lambda shard: shard.consumer.heartbeat(params))
+
     async def consumer_group_heartbeat(self, params: HeartbeatParams) -> dict:
-        return await self._write(params.group_id, lambda shard: shard.consumer.heartbeat(params))
+        return await settle(self.begin_consumer_group_heartbeat(params))
 
     # ================================================================ share groups (KIP-932)
     @property
@@ -267,13 +308,16 @@ class GroupCoordinator:
         """The group object as it stands (a ShareGroup, another kind, or None)."""
         return await self._read(group_id, lambda shard: shard.groups.get(group_id))
 
-    def offset_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int,
-                      retention_ms: int, partitions: list[CommitPartition]) -> Coroutine[Any, Any, list[tuple[str, int, ErrorCode]]]:
-        """Awaited as the other operations; the write's own coroutine, so that a commit waiting for
-        its append has one frame fewer to pass through (the hottest write)."""
-        return self._write(
+    def begin_offset_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int,
+                            retention_ms: int, partitions: list[CommitPartition]):
+        """(topic, partition, error) for each partition, or a ``Pending`` of them (answered once durable)."""
+        return self._begin(
             group_id, lambda shard: shard.offset_commit(group_id, member_id, generation, instance_id, version, retention_ms, partitions)
         )
+
+    async def offset_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int,
+                            retention_ms: int, partitions: list[CommitPartition]) -> list[tuple[str, int, ErrorCode]]:
+        return await settle(self.begin_offset_commit(group_id, member_id, generation, instance_id, version, retention_ms, partitions))
 
     async def txn_offset_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int,
                                 producer_id: int, producer_epoch: int, partitions: list[CommitPartition]) -> list[tuple[str, int, ErrorCode]]:

@@ -89,9 +89,11 @@ _MODULES = tuple(row[0] for row in _TABLE)
 # APIs whose requests a connection starts while its earlier requests still wait for their
 # records to be durable (KafkaConnection._run in broker/server.py): a pipelining client's
 # commits and heartbeats then ride in one append and their answers leave in one write.
-# Each of these handlers looks at ``ctx`` only before its first await (the connection's
-# context moves on to the next request), and what it does to a group happens when it
-# starts, so requests still take effect in the order they were sent.
+# Each of these modules has, next to ``handle``, a synchronous ``begin(ctx, request)`` that
+# does the request's work at once and returns the answer, or a ``Pending`` of it
+# (broker/pending.py) when it waits for its records; ``ctx`` is read only inside ``begin``
+# (the connection's context moves on to the next request). What a request does to a group
+# happens in ``begin``, so requests still take effect in the order they were sent.
 PIPELINED = frozenset({8, 12, 68})  # OffsetCommit, Heartbeat, ConsumerGroupHeartbeat
 _MODULE_OF = {key: name for name, key, _, _ in _TABLE}
 

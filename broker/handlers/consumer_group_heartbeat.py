@@ -8,6 +8,7 @@ with a message, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION); the rest is
 from protocol.errors import ErrorCode
 
 from ..coordinator.common import CoordinatorError
+from ..pending import Pending, settle
 from ..coordinator.consumer import HeartbeatParams
 from ._groups import client_host, coordinator, ms
 
@@ -58,7 +59,8 @@ def validate(ctx, req) -> tuple[ErrorCode, str] | None:
     return None
 
 
-async def handle(ctx, req):
+def begin(ctx, req):
+    """The answer, or a Pending of it (``broker/pending.py``): reads ``ctx`` only here."""
     if ctx.broker.authorizer is not None and not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id or ""):
         return {**_invalid(req, ErrorCode.group_authorization_failed, None)}
     problem = validate(ctx, req)
@@ -83,7 +85,21 @@ async def handle(ctx, req):
         client_host=client_host(ctx),
     )
     try:
-        body = await coordinator(ctx).consumer_group_heartbeat(params)
+        body = coordinator(ctx).begin_consumer_group_heartbeat(params)
+    except CoordinatorError as exc:
+        return _invalid(req, exc.code, exc.message)
+    if type(body) is Pending:
+        return body.then(lambda get: _answer(req, get))
+    return {"throttle_time": 0, **body}
+
+
+def _answer(req, get) -> dict:
+    try:
+        body = get()
     except CoordinatorError as exc:
         return _invalid(req, exc.code, exc.message)
     return {"throttle_time": 0, **body}
+
+
+async def handle(ctx, req):
+    return await settle(begin(ctx, req))

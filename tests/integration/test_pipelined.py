@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import struct
 
+from broker.pending import Pending
 from broker.server import _MAX_INFLIGHT, KafkaConnection
 from broker.testing import Broker
 from protocol.errors import ErrorCode
@@ -186,15 +187,19 @@ async def test_a_pipelined_handler_that_fails_closes_only_its_connection(monkeyp
         failures = []
         broker.server.on_handler_error = lambda name, request, exc: failures.append((name, str(exc)))
         coordinator = broker.coordinator
-        real = coordinator.offset_commit
+        real = coordinator.begin_offset_commit
 
-        async def broken(group_id, *args, **kwargs):
-            answer = await real(group_id, *args, **kwargs)
-            if group_id == "broken":
-                raise RuntimeError("a bug after the wait")
-            return answer
+        def fail(get):
+            get()
+            raise RuntimeError("a bug after the wait")
 
-        monkeypatch.setattr(coordinator, "offset_commit", broken)
+        def broken(group_id, *args, **kwargs):
+            answer = real(group_id, *args, **kwargs)
+            if group_id != "broken":
+                return answer
+            return answer.then(fail) if type(answer) is Pending else fail(lambda: answer)
+
+        monkeypatch.setattr(coordinator, "begin_offset_commit", broken)
         bad = await Client.open(broker.port)
         good = await Client.open(broker.port)
         bad.writer.write(request_bytes(8, 9, commit(GROUP, 1), 1) + request_bytes(8, 9, commit("broken", 2), 2) + request_bytes(8, 9, commit(GROUP, 3), 3))

@@ -24,13 +24,23 @@ from protocol.errors import ErrorCode
 
 from ..logs import get_logger
 from .arrivals import Arrivals
-from .classic import JoinParams
+from .classic import JoinParams, join_error
 from .common import CoordinatorError, GroupConfig, Result
 from .consumer import HeartbeatParams
 from .consumer_group import ConsumerGroup
+from .described import (
+    ClassicGroupDescription,
+    ClassicMemberDescription,
+    ConsumerGroupDescription,
+    ConsumerMemberDescription,
+    GroupListing,
+    ShareGroupDescription,
+    ShareMemberDescription,
+    TopicAssignment,
+)
 from .errors import for_exception
 from .events import EventPublisher
-from .offsets import CommitPartition
+from .offsets import UNSTABLE, CommitPartition
 from .placement import partition_for
 from ..pending import Pending, settle
 from .runtime import ACTIVE, LOADING, LoopWatch, ShardRuntime
@@ -39,6 +49,38 @@ if TYPE_CHECKING:  # share.py is imported by the first share-group request, not 
     from .share import ShareHeartbeatParams
 
 OFFSETS_TOPIC = "__consumer_offsets"
+
+# The service's public surface: what the handlers may import from the coordinator (with
+# CoordinatorError, also in errors.py): the service, the parameters of its operations, the plain
+# data its describe and list operations answer (described.py), and the constants of its answers.
+__all__ = [
+    "OFFSETS_TOPIC",
+    "UNSTABLE",  # an offset_fetch row's value while a transactional commit of it is pending
+    "ClassicGroupDescription",
+    "ClassicMemberDescription",
+    "CommitPartition",
+    "ConsumerGroupDescription",
+    "ConsumerMemberDescription",
+    "CoordinatorError",
+    "GroupCoordinator",
+    "GroupListing",
+    "HeartbeatParams",
+    "JoinParams",
+    "ShareGroupDescription",
+    "ShareHeartbeatParams",
+    "ShareMemberDescription",
+    "TopicAssignment",
+    "join_error",
+]
+
+
+def __getattr__(name: str):
+    """``ShareHeartbeatParams``, imported (with the share-group code) when a handler first asks for it."""
+    if name == "ShareHeartbeatParams":
+        from .share import ShareHeartbeatParams
+
+        return ShareHeartbeatParams
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ==================================================================== operations
@@ -304,9 +346,9 @@ class GroupCoordinator:
             except Exception as exc:  # noqa: BLE001 - the group is gone either way, as in Kafka
                 log.warning("share state deletion failed", group=group_id, error=repr(exc))
 
-    async def share_group_describe(self, group_id: str):
-        """The group object as it stands (a ShareGroup, another kind, or None)."""
-        return await self._read(group_id, lambda shard: shard.groups.get(group_id))
+    async def share_group_describe(self, group_id: str) -> ShareGroupDescription | GroupListing | None:
+        """The share group as it stands, the listing of a group of another kind, or None."""
+        return await self._read(group_id, lambda shard: shard.describe_share_group(group_id))
 
     def begin_offset_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int,
                             retention_ms: int, partitions: list[CommitPartition]):
@@ -372,20 +414,21 @@ class GroupCoordinator:
                 await self._delete_share_state(share_state)
         return results
 
-    async def describe_group(self, group_id: str):
-        """The group (classic or KIP-848) or None; raises while its shard cannot answer."""
+    async def describe_group(self, group_id: str) -> ClassicGroupDescription | None:
+        """The classic group (DescribeGroups), or None for one that is absent, Dead or KIP-848;
+        raises while its shard cannot answer."""
         return await self._read(group_id, lambda shard: shard.describe_group(group_id))
 
-    async def list_groups(self) -> list:
+    async def list_groups(self) -> list[GroupListing]:
         """Every live group of every shard; raises COORDINATOR_LOAD_IN_PROGRESS while one is loading."""
+        if any(shard.state == LOADING for shard in self.shards):
+            raise CoordinatorError(ErrorCode.coordinator_load_in_progress)
         out = []
         for shard in self.shards:
-            if shard.state == LOADING:
-                raise CoordinatorError(ErrorCode.coordinator_load_in_progress)
             if shard.state == ACTIVE:
-                out += shard.shard.list_groups()
+                out += await shard.read(lambda s: s.list_groups())
         return out
 
-    async def group(self, group_id: str):
-        """The group object as it stands, whatever its state (ConsumerGroupDescribe)."""
-        return await self._read(group_id, lambda shard: shard.groups.get(group_id))
+    async def consumer_group_describe(self, group_id: str) -> ConsumerGroupDescription | None:
+        """The KIP-848 consumer group as it stands, whatever its state, or None for another kind or none."""
+        return await self._read(group_id, lambda shard: shard.describe_consumer_group(group_id))

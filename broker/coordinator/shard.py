@@ -31,6 +31,7 @@ from protocol.group_records import (
     decode_value,
 )
 
+from . import described
 from .classic import ClassicGroups
 from .consumer import ConsumerGroups
 from .consumer_group import ConsumerGroup
@@ -533,9 +534,28 @@ class GroupShard:
         return Result(response=(ErrorCode.none, answer))
 
     # ================================================================ groups
-    def describe_group(self, group_id: str) -> ClassicGroup | None:
+    # the describe and list operations: reads answering plain data (described.py), as Kafka's
+    # GroupMetadataManager builds its DescribedGroup and ListedGroup
+    def describe_group(self, group_id: str) -> described.ClassicGroupDescription | None:
+        """DescribeGroups: None for a group that is not a live classic group (absent, Dead, or KIP-848)."""
         group = self.groups.get(group_id)
-        return None if group is None or group.state == DEAD else group
+        if not isinstance(group, ClassicGroup) or group.state == DEAD:
+            return None
+        return described.classic_group(group)
+
+    def describe_consumer_group(self, group_id: str) -> described.ConsumerGroupDescription | None:
+        """ConsumerGroupDescribe: None for a group that is not a KIP-848 consumer group."""
+        group = self.groups.get(group_id)
+        return described.consumer_group(group, self.metadata.by_id) if isinstance(group, ConsumerGroup) else None
+
+    def describe_share_group(self, group_id: str) -> described.ShareGroupDescription | described.GroupListing | None:
+        """ShareGroupDescribe: the share group, the listing of a group of another kind, or None."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        if isinstance(group, _ShareGroup):
+            return described.share_group(group, self.metadata.by_id)
+        return described.listing(group, self._group_type(group))
 
     def delete_groups(self, group_ids: list[str]) -> Result:
         """Result.response: the (group id, error) answers; Result.extra: the share-partition
@@ -602,8 +622,15 @@ class GroupShard:
         if removed_groups:
             self.log.info("groups expired", groups=removed_groups)
 
-    def list_groups(self) -> list[ClassicGroup]:
-        return [g for g in self.groups.values() if g.state != DEAD]
+    def list_groups(self) -> list[described.GroupListing]:
+        """ListGroups: every group that is not Dead."""
+        return [described.listing(g, self._group_type(g)) for g in self.groups.values() if g.state != DEAD]
+
+    @staticmethod
+    def _group_type(group) -> str:
+        if isinstance(group, ConsumerGroup):
+            return described.CONSUMER
+        return described.SHARE if isinstance(group, _ShareGroup) else described.CLASSIC
 
 
 __all__ = ["GroupShard", "PREPARING_REBALANCE", "STABLE"]

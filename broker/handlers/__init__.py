@@ -154,6 +154,11 @@ def supported_versions() -> dict[int, tuple[int, int]]:
     return {key: versions for _, key, _, versions in _TABLE}
 
 
+# an answer's authorized-operations field when the request did not ask for it (Kafka's Integer.MIN_VALUE);
+# what it holds when asked: RequestContext.authorized_operations
+UNKNOWN_OPERATIONS = -(2**31)
+
+
 @dataclass(slots=True)
 class RequestContext:
     """What a handler may look at: the broker, its connection, the request."""

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from protocol.errors import ErrorCode
 
-from ..coordinator.offsets import CommitPartition
+from ..coordinator.service import CommitPartition
 
 
 def ms(value) -> int:
@@ -76,6 +76,11 @@ def named_topics(cluster, topics, items: str) -> list:
         topic = cluster.by_id.get(t.topic_id)
         out.append(SimpleNamespace(name=None if topic is None else topic.name, topic_id=t.topic_id, **{items: getattr(t, items)}))
     return out
+
+
+def assignment_answer(topics) -> dict:
+    """A described member's assignment (``TopicAssignment``s) as ConsumerGroupDescribe and ShareGroupDescribe answer it."""
+    return {"topic_partitions": [{"topic_id": t.topic_id, "topic_name": t.topic_name, "partitions": list(t.partitions)} for t in topics]}
 
 
 def commit_answer_by_id(topics, errors: dict) -> list[dict]:

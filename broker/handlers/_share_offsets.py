@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from protocol.errors import ErrorCode
 
+from ..coordinator.errors import CoordinatorError
+from ..coordinator.service import ShareGroupDescription
 from ..security.authorizer import Operation, ResourceType
-from ..coordinator.common import CoordinatorError
 from ..share.state import ShareStateError
 
 E = ErrorCode
@@ -33,7 +34,7 @@ NO_OFFSETS = "There is no offset information to delete."
 
 
 async def share_group(ctx, group_id: str):
-    """(the group coordinator's group object or None, error): a ShareGroup, another kind of group, or None."""
+    """(the group coordinator's description or None, error): a ShareGroupDescription, the listing of another kind of group, or None."""
     describe = getattr(ctx.broker.coordinator, "share_group_describe", None)
     if describe is None:
         return None, None
@@ -44,7 +45,7 @@ async def share_group(ctx, group_id: str):
 
 
 def is_share_group(group) -> bool:
-    return group is not None and type(group).__name__ == "ShareGroup"
+    return isinstance(group, ShareGroupDescription)
 
 
 def group_has_members(ctx, group_id: str, group) -> bool:

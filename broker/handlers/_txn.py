@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from protocol.errors import ErrorCode
 
-from ..coordinator.common import CoordinatorError
+from ..coordinator.errors import CoordinatorError
 
 
 def transactions(ctx):

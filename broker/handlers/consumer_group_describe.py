@@ -2,34 +2,22 @@
 
 from protocol.errors import ErrorCode
 
-from ..coordinator.assignors import choose_assignor
-from ..coordinator.common import CoordinatorError
-from ..coordinator.consumer_group import ConsumerGroup
-from ._groups import coordinator
-
+from ..coordinator.errors import CoordinatorError
+from ..coordinator.service import ConsumerGroupDescription
 from ..security.authorizer import Operation, ResourceType
+from . import UNKNOWN_OPERATIONS
+from ._groups import assignment_answer, coordinator
 
 API_KEY = 69
 NAME = "ConsumerGroupDescribe"
 VERSIONS = (0, 1)
-_UNKNOWN_OPS = -(2**31)
 CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1
 
 
-def _assignment(meta, asg) -> dict:
-    return {
-        "topic_partitions": [
-            {"topic_id": tid, "topic_name": meta.by_id.get(tid, ""), "partitions": sorted(parts)}
-            for tid, parts in asg.items()
-            if parts
-        ]
-    }
-
-
-def describe(ctx, group_id: str, group) -> dict:
-    if not isinstance(group, ConsumerGroup):
-        return {"error_code": ErrorCode.group_id_not_found, "error_message": f"Group {group_id} not found.", "group_id": group_id, "group_state": "", "members": [], "authorized_operations": _UNKNOWN_OPS}
-    meta = ctx.cluster.metadata
+def describe(group_id: str, group: ConsumerGroupDescription | None) -> dict:
+    if group is None:
+        return {"error_code": ErrorCode.group_id_not_found, "error_message": f"Group {group_id} not found.", "group_id": group_id, "group_state": "",
+                "members": [], "authorized_operations": UNKNOWN_OPERATIONS}
     return {
         "error_code": ErrorCode.none,
         "error_message": None,
@@ -37,7 +25,7 @@ def describe(ctx, group_id: str, group) -> dict:
         "group_state": group.state,
         "group_epoch": group.group_epoch,
         "assignment_epoch": group.assignment_epoch,
-        "assignor_name": choose_assignor(m.server_assignor for m in group.members.values()),
+        "assignor_name": group.assignor_name,
         "members": [
             {
                 "member_id": m.member_id,
@@ -47,14 +35,14 @@ def describe(ctx, group_id: str, group) -> dict:
                 "client_id": m.client_id,
                 "client_host": m.client_host,
                 "subscribed_topic_names": list(m.subscribed_topic_names),
-                "subscribed_topic_regex": m.subscribed_topic_regex or "",
-                "assignment": _assignment(meta, m.assigned),
-                "target_assignment": _assignment(meta, group.target.get(m.member_id, {})),
-                "member_type": CLASSIC_MEMBER if m.uses_classic_protocol else CONSUMER_MEMBER,
+                "subscribed_topic_regex": m.subscribed_topic_regex,
+                "assignment": assignment_answer(m.assignment),
+                "target_assignment": assignment_answer(m.target_assignment),
+                "member_type": CLASSIC_MEMBER if m.classic else CONSUMER_MEMBER,
             }
-            for m in group.members.values()
+            for m in group.members
         ],
-        "authorized_operations": _UNKNOWN_OPS,
+        "authorized_operations": UNKNOWN_OPERATIONS,
     }
 
 
@@ -66,11 +54,11 @@ async def handle(ctx, req):
             out.append({"error_code": ErrorCode.group_authorization_failed, "error_message": None, "group_id": group_id, "members": []})
             continue
         try:
-            group = await coordinator(ctx).group(group_id)
+            group = await coordinator(ctx).consumer_group_describe(group_id)
         except CoordinatorError as exc:
             out.append({"error_code": exc.code, "error_message": None, "group_id": group_id, "members": []})
             continue
-        entry = describe(ctx, group_id, group)
+        entry = describe(group_id, group)
         if req.include_authorized_operations and entry["error_code"] == ErrorCode.none:
             entry["authorized_operations"] = ctx.authorized_operations(ResourceType.GROUP, group_id)
         out.append(entry)

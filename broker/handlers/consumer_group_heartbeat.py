@@ -7,9 +7,9 @@ with a message, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION); the rest is
 
 from protocol.errors import ErrorCode
 
-from ..coordinator.common import CoordinatorError
+from ..coordinator.errors import CoordinatorError
+from ..coordinator.service import HeartbeatParams
 from ..pending import Pending, settle
-from ..coordinator.consumer import HeartbeatParams
 from ._groups import client_host, coordinator, ms
 
 from ..security.authorizer import Operation, ResourceType

@@ -8,11 +8,11 @@ from protocol.errors import ErrorCode
 from ..listeners import advertised_for
 
 from ..security.authorizer import Operation, ResourceType
+from . import UNKNOWN_OPERATIONS
 
 API_KEY = 60
 NAME = "DescribeCluster"
 VERSIONS = (0, 2)
-_UNKNOWN_OPS = -(2**31)
 
 
 def _cluster_ops(ctx) -> int:
@@ -38,5 +38,5 @@ async def handle(ctx, req):
         "cluster_id": ctx.cluster.cluster_id,
         "controller_id": node,
         "brokers": [{"broker_id": node, "host": host, "port": port, "rack": None, "is_fenced": False}],
-        "cluster_authorized_operations": _cluster_ops(ctx) if req.include_cluster_authorized_operations else _UNKNOWN_OPS,
+        "cluster_authorized_operations": _cluster_ops(ctx) if req.include_cluster_authorized_operations else UNKNOWN_OPERATIONS,
     }

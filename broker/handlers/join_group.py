@@ -2,8 +2,8 @@
 
 from protocol.errors import ErrorCode
 
-from ..coordinator.classic import JoinParams, join_error
-from ..coordinator.common import CoordinatorError
+from ..coordinator.service import JoinParams, join_error
+from ..coordinator.errors import CoordinatorError
 from ._groups import client_host, coordinator, group_denied, ms
 
 API_KEY = 11

@@ -2,7 +2,7 @@
 
 from protocol.errors import ErrorCode
 
-from ..coordinator.common import CoordinatorError
+from ..coordinator.errors import CoordinatorError
 from ._groups import coordinator, group_denied
 
 API_KEY = 13

@@ -2,12 +2,9 @@
 
 from protocol.errors import ErrorCode
 
-from ..coordinator.consumer_group import ConsumerGroup
-from ..coordinator.share_group import ShareGroup
-from ..coordinator.common import CoordinatorError
-from ._groups import coordinator
-
+from ..coordinator.errors import CoordinatorError
 from ..security.authorizer import Operation, ResourceType
+from ._groups import coordinator
 
 API_KEY = 16
 NAME = "ListGroups"
@@ -28,10 +25,9 @@ async def handle(ctx, req):
     for g in found:
         if visible is not None and not visible(g.group_id):
             continue
-        kind = "consumer" if isinstance(g, ConsumerGroup) else "share" if isinstance(g, ShareGroup) else "classic"
         if states and g.state.lower() not in states:
             continue
-        if types and kind not in types:
+        if types and g.group_type not in types:
             continue
-        groups.append({"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state, "group_type": kind})
+        groups.append({"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state, "group_type": g.group_type})
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}

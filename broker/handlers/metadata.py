@@ -24,11 +24,11 @@ from protocol.errors import ErrorCode
 from ..cluster import LEADER_EPOCH, TopicError, validate_topic_name
 from ..listeners import advertised_for
 from ..security.authorizer import Operation, ResourceType
+from . import UNKNOWN_OPERATIONS
 
 API_KEY = 3
 NAME = "Metadata"
 VERSIONS = (0, 13)
-_UNKNOWN_OPS = -(2**31)
 _ZERO_ID = uuid.UUID(int=0)
 
 
@@ -50,7 +50,7 @@ def topic_entry(cluster, topic, node):
             }
             for p in topic.partitions
         ],
-        "topic_authorized_operations": _UNKNOWN_OPS,
+        "topic_authorized_operations": UNKNOWN_OPERATIONS,
     }
 
 
@@ -68,11 +68,11 @@ def _refused(req, code: ErrorCode) -> dict:
                 "topic_id": getattr(rt, "topic_id", None) or _ZERO_ID,
                 "is_internal": False,
                 "partitions": [],
-                "topic_authorized_operations": _UNKNOWN_OPS,
+                "topic_authorized_operations": UNKNOWN_OPERATIONS,
             }
             for rt in req.topics
         ],
-        "cluster_authorized_operations": _UNKNOWN_OPS,
+        "cluster_authorized_operations": UNKNOWN_OPERATIONS,
         "error_code": code,
     }
 
@@ -162,7 +162,7 @@ async def handle(ctx, req):
             else:
                 absent.append(topic_entry(cluster, topic, node))
         topics = unknown_ids + topics + absent + refused_create + refused_describe
-    cluster_ops = _UNKNOWN_OPS
+    cluster_ops = UNKNOWN_OPERATIONS
     if version >= 8:
         if getattr(req, "include_topic_authorized_operations", False):
             for t in topics:

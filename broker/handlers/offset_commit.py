@@ -9,7 +9,7 @@ UNKNOWN_TOPIC_ID for each of its partitions; offsets are still kept by name.
 
 from protocol.errors import ErrorCode
 
-from ..coordinator.common import CoordinatorError
+from ..coordinator.errors import CoordinatorError
 from ..pending import Pending, settle
 from ._groups import commit_answer, commit_answer_by_id, commit_partitions, coordinator, group_denied, ms, named_topics, topic_reader
 

@@ -2,7 +2,7 @@
 
 from protocol.errors import ErrorCode
 
-from ..coordinator.common import CoordinatorError
+from ..coordinator.errors import CoordinatorError
 from ._groups import coordinator
 
 from ..security.authorizer import Operation, ResourceType

@@ -12,8 +12,8 @@ come back with offset -1.
 
 from protocol.errors import ErrorCode
 
-from ..coordinator.common import CoordinatorError
-from ..coordinator.offsets import UNSTABLE
+from ..coordinator.errors import CoordinatorError
+from ..coordinator.service import UNSTABLE
 from ..security.authorizer import Operation, ResourceType
 from ._groups import coordinator, group_denied, named_topics
 

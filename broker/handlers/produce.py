@@ -77,7 +77,7 @@ def _verify_txn(ctx, transactional_id: str, part, batches, topic: str, index: in
         # another epoch: under transactions V2 the producer's next transaction may come before the
         # last one's marker is written here, and must not join it (the coordinator answers
         # CONCURRENT_TRANSACTIONS until it is); Kafka's hasOngoingTransaction checks the epoch too
-    from ..coordinator.common import CoordinatorError
+    from ..coordinator.errors import CoordinatorError
 
     try:
         code = ctx.broker.transactions.verify(transactional_id, pid, epoch, [(topic, index)], add=ctx.version >= _ADDS_PARTITIONS).get(

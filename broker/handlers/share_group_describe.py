@@ -6,28 +6,26 @@ DESCRIBE on every topic its members are assigned (else TOPIC_AUTHORIZATION_FAILE
 
 from protocol.errors import ErrorCode
 
-from ..coordinator.assignors.simple import NAME as SIMPLE
-from ..coordinator.common import CoordinatorError
-from ..coordinator.share_group import ShareGroup
+from ..coordinator.errors import CoordinatorError
+from ..coordinator.service import GroupListing, ShareGroupDescription
 from ..security.authorizer import Operation, ResourceType
-from ._groups import coordinator
-from .consumer_group_describe import _assignment
+from . import UNKNOWN_OPERATIONS
+from ._groups import assignment_answer, coordinator
 
 API_KEY = 77
 NAME = "ShareGroupDescribe"
 VERSIONS = (1, 1)
-_UNKNOWN_OPS = -(2**31)
 
 
 def _missing(group_id: str, code: ErrorCode, message: str | None) -> dict:
     return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
-            "assignor_name": "", "members": [], "authorized_operations": _UNKNOWN_OPS}
+            "assignor_name": "", "members": [], "authorized_operations": UNKNOWN_OPERATIONS}
 
 
-def describe(meta, group_id: str, group) -> dict:
+def describe(group_id: str, group: ShareGroupDescription | GroupListing | None) -> dict:
     if group is None:
         return _missing(group_id, ErrorCode.group_id_not_found, f"Group {group_id} not found.")
-    if not isinstance(group, ShareGroup):
+    if not isinstance(group, ShareGroupDescription):
         return _missing(group_id, ErrorCode.group_id_not_found, f"Group {group_id} is not a share group.")
     return {
         "error_code": ErrorCode.none,
@@ -36,7 +34,7 @@ def describe(meta, group_id: str, group) -> dict:
         "group_state": group.state,
         "group_epoch": group.group_epoch,
         "assignment_epoch": group.assignment_epoch,
-        "assignor_name": SIMPLE,
+        "assignor_name": group.assignor_name,
         "members": [
             {
                 "member_id": m.member_id,
@@ -45,11 +43,11 @@ def describe(meta, group_id: str, group) -> dict:
                 "client_id": m.client_id,
                 "client_host": m.client_host,
                 "subscribed_topic_names": list(m.subscribed_topic_names),
-                "assignment": _assignment(meta, m.assigned),
+                "assignment": assignment_answer(m.assignment),
             }
-            for m in group.members.values()
+            for m in group.members
         ],
-        "authorized_operations": _UNKNOWN_OPS,
+        "authorized_operations": UNKNOWN_OPERATIONS,
     }
 
 
@@ -71,7 +69,7 @@ async def handle(ctx, req):
         except CoordinatorError as exc:
             out.append(_missing(group_id, exc.code, None))
             continue
-        entry = describe(ctx.cluster.metadata, group_id, group)
+        entry = describe(group_id, group)
         if authz is not None and entry["error_code"] == ErrorCode.none and not _topics_visible(ctx, entry):
             entry = _missing(group_id, ErrorCode.topic_authorization_failed, "The group has described topic(s) that the client is not authorized to describe.")
         if req.include_authorized_operations and entry["error_code"] == ErrorCode.none:

@@ -11,8 +11,8 @@ KafkaApis: READ on the group, then DESCRIBE on each subscribed topic
 
 from protocol.errors import ErrorCode
 
-from ..coordinator.common import CoordinatorError
-from ..coordinator.share import ShareHeartbeatParams
+from ..coordinator.errors import CoordinatorError
+from ..coordinator.service import ShareHeartbeatParams
 from ..security.authorizer import Operation, ResourceType
 from ._groups import client_host, coordinator
 

@@ -12,7 +12,7 @@ marker is written (broker/coordinator/offsets.py).
 
 from protocol.errors import ErrorCode
 
-from ..coordinator.common import CoordinatorError
+from ..coordinator.errors import CoordinatorError
 from ..coordinator.service import OFFSETS_TOPIC
 from ..security.authorizer import Operation, ResourceType
 from ._groups import commit_answer, commit_partitions, coordinator, group_denied, topic_reader

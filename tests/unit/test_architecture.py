@@ -35,42 +35,9 @@ HANDLERS = "broker.handlers"
 COORDINATOR = "broker.coordinator"
 # what a handler may import of the coordinator: the service (its one way in) and the error channel
 ALLOWED_HANDLER_COORDINATOR_MODULES = frozenset({"broker.coordinator.service", "broker.coordinator.errors"})
-# (handler module, coordinator module) imports there today beyond the service and errors: the
-# internals (group classes, parameters, CoordinatorError from common) that describe/list and the
-# heartbeat handlers still reach. Another change is replacing them with the service's plain data and
-# coordinator.errors; delete an entry once its import is gone (test_no_stale_allowance says which).
-# Never add one: a handler needing something of the coordinator gets it through the service.
-KNOWN_HANDLER_COORDINATOR_IMPORTS = frozenset({
-    ("broker.handlers._groups", "broker.coordinator.offsets"),
-    ("broker.handlers._share_offsets", "broker.coordinator.common"),
-    ("broker.handlers._txn", "broker.coordinator.common"),
-    ("broker.handlers.consumer_group_describe", "broker.coordinator.assignors"),
-    ("broker.handlers.consumer_group_describe", "broker.coordinator.common"),
-    ("broker.handlers.consumer_group_describe", "broker.coordinator.consumer_group"),
-    ("broker.handlers.consumer_group_heartbeat", "broker.coordinator.common"),
-    ("broker.handlers.consumer_group_heartbeat", "broker.coordinator.consumer"),
-    ("broker.handlers.describe_groups", "broker.coordinator.classic_group"),
-    ("broker.handlers.describe_groups", "broker.coordinator.common"),
-    ("broker.handlers.heartbeat", "broker.coordinator.common"),
-    ("broker.handlers.join_group", "broker.coordinator.classic"),
-    ("broker.handlers.join_group", "broker.coordinator.common"),
-    ("broker.handlers.leave_group", "broker.coordinator.common"),
-    ("broker.handlers.list_groups", "broker.coordinator.common"),
-    ("broker.handlers.list_groups", "broker.coordinator.consumer_group"),
-    ("broker.handlers.list_groups", "broker.coordinator.share_group"),
-    ("broker.handlers.offset_commit", "broker.coordinator.common"),
-    ("broker.handlers.offset_delete", "broker.coordinator.common"),
-    ("broker.handlers.offset_fetch", "broker.coordinator.common"),
-    ("broker.handlers.offset_fetch", "broker.coordinator.offsets"),
-    ("broker.handlers.produce", "broker.coordinator.common"),
-    ("broker.handlers.share_group_describe", "broker.coordinator.assignors.simple"),
-    ("broker.handlers.share_group_describe", "broker.coordinator.common"),
-    ("broker.handlers.share_group_describe", "broker.coordinator.share_group"),
-    ("broker.handlers.share_group_heartbeat", "broker.coordinator.common"),
-    ("broker.handlers.share_group_heartbeat", "broker.coordinator.share"),
-    ("broker.handlers.sync_group", "broker.coordinator.common"),
-    ("broker.handlers.txn_offset_commit", "broker.coordinator.common"),
-})
+# (handler module, coordinator module) imports beyond the service and errors: none is left. Never
+# add one: a handler needing something of the coordinator gets it through the service.
+KNOWN_HANDLER_COORDINATOR_IMPORTS: frozenset = frozenset()  # none left: handlers reach the coordinator through service and errors only
 # the handler modules written to be shared by several handlers (each one's users are named in it)
 SHARED_HANDLER_MODULES = frozenset({
     "broker.handlers._acls",  # CreateAcls, DeleteAcls, DescribeAcls
@@ -85,7 +52,6 @@ SHARED_HANDLER_MODULES = frozenset({
 # entry once its import is gone, never add one (what two handlers share goes in a shared module)
 KNOWN_HANDLER_TO_HANDLER_IMPORTS = frozenset({
     ("broker.handlers.create_topics", "broker.handlers.describe_configs"),  # topic_config_entries
-    ("broker.handlers.share_group_describe", "broker.handlers.consumer_group_describe"),  # _assignment
 })
 
 

@@ -167,10 +167,6 @@ class BatchHeader:
         return self.base_timestamp if self.attributes & DELETE_HORIZON_MASK else None
 
     @property
-    def has_producer_id(self) -> bool:
-        return self.producer_id > NO_PRODUCER_ID
-
-    @property
     def last_sequence(self) -> int:
         base = self.base_sequence
         if base == NO_SEQUENCE:

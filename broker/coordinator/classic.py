@@ -261,15 +261,7 @@ class ClassicGroups:
         before = group.state
         group.transition(PREPARING_REBALANCE, self.now())
         if group.rebalance is None:
-            group.rebalance = {
-                "started_ms": self.now(),
-                "generation_before": group.generation,
-                "reason": reason,
-                "joined": [],
-                "left": [],
-                "expired": [],
-                "assignment_before": {mid: m.assignment for mid, m in group.members.items()},
-            }
+            group.rebalance = self._new_rebalance(group, reason)
         self._event(group, "rebalance started", previous_state=before, reason=reason, members=len(group.members))
         if initial:
             delay = self.config.group_initial_rebalance_delay_ms
@@ -401,17 +393,21 @@ class ClassicGroups:
         group.pending_sync.clear()
         return self.prepare_rebalance(group, "Removing members that did not sync in time")
 
+    def _new_rebalance(self, group: ClassicGroup, reason: str) -> dict:
+        """The record of a rebalance that starts now, for its summary event."""
+        return {
+            "started_ms": self.now(),
+            "generation_before": group.generation,
+            "reason": reason,
+            "joined": [],
+            "left": [],
+            "expired": [],
+            "assignment_before": {mid: m.assignment for mid, m in group.members.items()},
+        }
+
     def _note_left(self, group, member_id, reason, *, expired=False):
         if group.rebalance is None:
-            group.rebalance = {
-                "started_ms": self.now(),
-                "generation_before": group.generation,
-                "reason": reason,
-                "joined": [],
-                "left": [],
-                "expired": [],
-                "assignment_before": {mid: m.assignment for mid, m in group.members.items()},
-            }
+            group.rebalance = self._new_rebalance(group, reason)
         self._note(group, "expired" if expired else "left", member_id, reason)
 
     def _reset_and_propagate_assignment_error(self, group: ClassicGroup, error: ErrorCode) -> None:

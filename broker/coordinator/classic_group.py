@@ -117,9 +117,6 @@ class ClassicGroup:
         self.state = target
         self.state_timestamp = now_ms
 
-    def is_(self, state: str) -> bool:
-        return self.state == state
-
     # -- members ----------------------------------------------------------
     @property
     def num_awaiting_join(self) -> int:
@@ -199,10 +196,6 @@ class ClassicGroup:
         if self.leader_id == old_id:
             self.leader_id = new_id
         return new
-
-    def is_static(self, member_id: str) -> bool:
-        m = self.members.get(member_id)
-        return m is not None and m.group_instance_id is not None
 
     # -- protocols --------------------------------------------------------
     def candidate_protocols(self) -> set[str]:

@@ -308,6 +308,11 @@ def merge_settings(*layers: Mapping[str, object]) -> dict[str, object]:
     return dict(merged.values())
 
 
+def _delegated(name: str) -> property:
+    """A read-only property that is the broker's attribute ``name``."""
+    return property(lambda self: getattr(self.broker, name), doc=f"The broker's ``{name}``.")
+
+
 class BrokerThread:
     """The same broker on a background thread's event loop, for synchronous tests.
 
@@ -389,42 +394,16 @@ class BrokerThread:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    # -- delegated ---------------------------------------------------------------
-    @property
-    def running(self) -> bool:
-        return self.broker.running
-
-    @property
-    def config(self) -> BrokerConfig:
-        return self.broker.config
-
-    @property
-    def data_dir(self) -> Path:
-        return self.broker.data_dir
-
-    @property
-    def startup_ms(self) -> float | None:
-        return self.broker.startup_ms
-
-    @property
-    def handler_failures(self) -> list[str]:
-        return self.broker.handler_failures
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return self.broker.bootstrap_servers
-
-    @property
-    def listeners(self) -> dict[str, str]:
-        return self.broker.listeners
-
-    @property
-    def port(self) -> int:
-        return self.broker.port
-
-    @property
-    def metrics_url(self) -> str | None:
-        return self.broker.metrics_url
+    # -- delegated to the broker (read-only) ---------------------------------------
+    running: bool = _delegated("running")  # type: ignore[assignment]
+    config: BrokerConfig = _delegated("config")  # type: ignore[assignment]
+    data_dir: Path = _delegated("data_dir")  # type: ignore[assignment]
+    startup_ms: float | None = _delegated("startup_ms")  # type: ignore[assignment]
+    handler_failures: list[str] = _delegated("handler_failures")  # type: ignore[assignment]
+    bootstrap_servers: str = _delegated("bootstrap_servers")  # type: ignore[assignment]
+    listeners: dict[str, str] = _delegated("listeners")  # type: ignore[assignment]
+    port: int = _delegated("port")  # type: ignore[assignment]
+    metrics_url: str | None = _delegated("metrics_url")  # type: ignore[assignment]
 
     def metrics_text(self) -> str:
         return self._call(_async(self.broker.metrics_text))

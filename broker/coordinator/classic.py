@@ -23,6 +23,7 @@ from .classic_group import (
     STABLE,
     ClassicGroup,
     Member,
+    member_from,
 )
 from .common import Result
 from .consumer_protocol import assigned_partitions
@@ -205,18 +206,7 @@ class ClassicGroups:
         return None
 
     def _add_member_and_rebalance(self, group: ClassicGroup, p: JoinParams, member_id: str, fut) -> list:
-        member = Member(
-            member_id=member_id,
-            group_instance_id=p.group_instance_id,
-            client_id=p.client_id,
-            client_host=p.client_host,
-            rebalance_timeout_ms=p.rebalance_timeout_ms,
-            session_timeout_ms=p.session_timeout_ms,
-            protocol_type=p.protocol_type,
-            protocols=list(p.protocols),
-            join_version=p.version,
-            is_new=True,
-        )
+        member = member_from(member_id, p, protocols=list(p.protocols), join_version=p.version, is_new=True)
         group.add(member)
         member.join_future = fut
         # the initial rebalance (entered from Empty, at any generation) may be extended

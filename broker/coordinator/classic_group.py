@@ -87,6 +87,15 @@ class Member:
         return None
 
 
+# what a member takes from its JoinGroup, or from the static member it replaces
+_JOIN_FIELDS = ("group_instance_id", "client_id", "client_host", "rebalance_timeout_ms", "session_timeout_ms", "protocol_type")
+
+
+def member_from(member_id: str, source, **rest) -> Member:
+    """A member ``member_id`` with the join fields of ``source`` (a JoinParams, or a member) and ``rest``."""
+    return Member(member_id=member_id, **{f: getattr(source, f) for f in _JOIN_FIELDS}, **rest)
+
+
 @dataclass(eq=False)
 class ClassicGroup:
     group_id: str
@@ -173,17 +182,7 @@ class ClassicGroup:
     def replace_static(self, old_id: str, new_id: str) -> Member:
         """Move a static member to a new member id, keeping its place and data."""
         old = self.members[old_id]
-        new = Member(
-            member_id=new_id,
-            group_instance_id=old.group_instance_id,
-            client_id=old.client_id,
-            client_host=old.client_host,
-            rebalance_timeout_ms=old.rebalance_timeout_ms,
-            session_timeout_ms=old.session_timeout_ms,
-            protocol_type=old.protocol_type,
-            protocols=old.protocols,
-            assignment=old.assignment,
-        )
+        new = member_from(new_id, old, protocols=old.protocols, assignment=old.assignment)
         self.members = {(new_id if k == old_id else k): (new if k == old_id else v) for k, v in self.members.items()}
         if old.join_future is not None:
             self.awaiting_count -= 1

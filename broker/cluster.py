@@ -413,6 +413,14 @@ class Cluster:
             return self.static_defaults
 
     # ------------------------------------------------------------------ topics
+    def lookup(self, by_id: bool, ident) -> tuple[Topic | None, str, ErrorCode]:
+        """The topic a request names by id (``by_id``; kio reads the zero id as None) or by name:
+        (the topic or None, its name, "" for an unknown id, the error a missing one gets)."""
+        if by_id:
+            topic = self.by_id.get(ident) if ident is not None else None
+            return topic, topic.name if topic else "", ErrorCode.unknown_topic_id
+        return self.topics.get(ident), ident, ErrorCode.unknown_topic_or_partition
+
     def check_new_topic(self, name: str, num_partitions: int, configs: dict[str, str] | None = None) -> Topic:
         """Validate a topic creation; returns the topic, without partitions, or raises TopicError."""
         reason = validate_topic_name(name)

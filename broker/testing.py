@@ -101,24 +101,9 @@ def _quiet_logs(level: str | None) -> None:
 
     if level is None or structlog.is_configured():
         return
-    import logging
-    import sys
+    from . import logs
 
-    numeric = logging.getLevelName(level.upper())
-    if not isinstance(numeric, int):
-        raise ValueError(f"unknown log level {level!r}")
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=False,
-    )
+    logs.configure("console", level, embedded=True)
 
 
 class Broker:

@@ -36,6 +36,7 @@ from collections.abc import Iterator, Sequence
 from .crc import crc32c as _crc32c
 
 from .compression import MAX_CLIENT_DECOMPRESSED_BYTES, CorruptRecordError, compress, decompress
+from .varint import put_uvarint, uvarint_rest
 
 __all__ = [
     "HEADER_SIZE",
@@ -358,17 +359,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
     pos += 1
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos
-    z = b & 0x7F
-    shift = 7
-    while True:
-        b = data[pos]
-        pos += 1
-        z |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long")
+    z, pos = uvarint_rest(data, pos, b & 0x7F, 63, CorruptRecordError, "varint too long")
     return (z >> 1) ^ -(z & 1), pos
 
 
@@ -552,10 +543,7 @@ def _zz(n: int) -> bytes:
     if z < 0x80:
         return _SMALL_VARINT[z]
     out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
+    put_uvarint(out, z)
     return bytes(out)
 
 

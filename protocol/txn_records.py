@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from .compression import CorruptRecordError
+from .varint import put_uvarint
 
 __all__ = [
     "KEY_VERSION",
@@ -206,10 +207,7 @@ def _uvarint(v: int) -> bytes:
     if v < 0 or v > 0xFFFFFFFF:
         raise ValueError(f"unsigned varint out of range: {v}")
     out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
+    put_uvarint(out, v)
     return bytes(out)
 
 

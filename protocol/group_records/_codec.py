@@ -13,6 +13,8 @@ from __future__ import annotations
 import struct
 import uuid
 
+from ..varint import put_uvarint, uvarint_rest
+
 
 class RecordFormatError(ValueError):
     """Malformed record bytes, or a value version its record type does not define."""
@@ -110,18 +112,7 @@ class _Reader:
         if b < 0x80:
             self.pos = p
             return b
-        result = b & 0x7F
-        shift = 7
-        while True:
-            b = data[p]
-            p += 1
-            result |= (b & 0x7F) << shift
-            if b < 0x80:
-                break
-            shift += 7
-            if shift > 28:
-                _fail("unsigned varint longer than 5 bytes")
-        self.pos = p
+        result, self.pos = uvarint_rest(data, p, b & 0x7F, 28, RecordFormatError, "unsigned varint longer than 5 bytes")
         return result
 
     def _take(self, n: int) -> bytes:
@@ -303,10 +294,7 @@ class _Writer:
 def _put_uvarint(buf: bytearray, v: int) -> None:
     if v < 0:
         raise ValueError("negative varint")
-    while v >= 0x80:
-        buf.append((v & 0x7F) | 0x80)
-        v >>= 7
-    buf.append(v)
+    put_uvarint(buf, v)
 
 
 def _uvarint_bytes(v: int) -> bytes:

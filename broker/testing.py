@@ -305,16 +305,9 @@ class BrokerThread:
     used from the test's thread.
     """
 
-    def __init__(
-        self,
-        data_dir: str | Path | None = None,
-        *,
-        settings: Mapping[str, object] | None = None,
-        log_level: str | None = "warning",
-        fail_on_handler_errors: bool = True,
-        **kwargs,
-    ) -> None:
-        self.broker = Broker(data_dir, settings=settings, log_level=log_level, fail_on_handler_errors=fail_on_handler_errors, **kwargs)
+    def __init__(self, data_dir: str | Path | None = None, **kwargs) -> None:
+        """``data_dir`` and ``kwargs`` as :class:`Broker` takes them (settings, log_level, ...)."""
+        self.broker = Broker(data_dir, **kwargs)
         self.faults = self.broker.faults
         self.security: Secured | None = None  # the client settings of a secured broker (the pytest plugin sets it)
         self.loop: asyncio.AbstractEventLoop | None = None

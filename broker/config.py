@@ -162,56 +162,55 @@ class BrokerConfig:
         check_protocols([spec], self.listener_security_protocol_map)
         return [spec]
 
+    def _same_named(self, cls, names: str, renamed: dict[str, str] | None = None, **others):
+        """``cls(**others)`` with the fields ``names`` (blank-separated) set from the settings of the same
+        names, and those of ``renamed`` (field: setting) from the settings it names."""
+        pairs = [(name, name) for name in names.split()] + list((renamed or {}).items())
+        return cls(**{name: getattr(self, setting) for name, setting in pairs}, **others)
+
     def group_config(self):
         from .coordinator.common import GroupConfig
 
-        return GroupConfig(
-            offsets_topic_num_partitions=self.offsets_topic_num_partitions,
+        return self._same_named(
+            GroupConfig,
+            """
+            offsets_topic_num_partitions offsets_retention_check_interval_ms offset_metadata_max_bytes
+            group_min_session_timeout_ms group_max_session_timeout_ms group_initial_rebalance_delay_ms
+            group_max_size group_consumer_session_timeout_ms group_consumer_heartbeat_interval_ms
+            group_consumer_assignment_interval_ms group_consumer_pending_heartbeat_interval_ms
+            group_consumer_max_size group_share_session_timeout_ms group_share_heartbeat_interval_ms
+            group_share_max_size group_share_assignment_interval_ms group_share_initialize_retry_interval_ms
+            """,
             offsets_retention_ms=self.offsets_retention_minutes * 60_000,
-            offsets_retention_check_interval_ms=self.offsets_retention_check_interval_ms,
-            offset_metadata_max_bytes=self.offset_metadata_max_bytes,
-            group_min_session_timeout_ms=self.group_min_session_timeout_ms,
-            group_max_session_timeout_ms=self.group_max_session_timeout_ms,
-            group_initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms,
-            group_max_size=self.group_max_size,
             append_linger_ms=self.group_coordinator_append_linger_ms,
-            group_consumer_session_timeout_ms=self.group_consumer_session_timeout_ms,
-            group_consumer_heartbeat_interval_ms=self.group_consumer_heartbeat_interval_ms,
-            group_consumer_assignment_interval_ms=self.group_consumer_assignment_interval_ms,
-            group_consumer_pending_heartbeat_interval_ms=self.group_consumer_pending_heartbeat_interval_ms,
-            group_consumer_max_size=self.group_consumer_max_size,
             group_consumer_migration_policy=self.group_consumer_migration_policy.lower(),
-            group_share_session_timeout_ms=self.group_share_session_timeout_ms,
-            group_share_heartbeat_interval_ms=self.group_share_heartbeat_interval_ms,
-            group_share_max_size=self.group_share_max_size,
-            group_share_assignment_interval_ms=self.group_share_assignment_interval_ms,
-            group_share_initialize_retry_interval_ms=self.group_share_initialize_retry_interval_ms,
         )
 
     def txn_config(self):
         from .txn.shard import TxnConfig
 
-        return TxnConfig(
-            transaction_max_timeout_ms=self.transaction_max_timeout_ms,
-            transactional_id_expiration_ms=self.transactional_id_expiration_ms,
-            transaction_version=self.transaction_version,
-            offsets_topic_num_partitions=self.offsets_topic_num_partitions,
+        return self._same_named(
+            TxnConfig,
+            """
+            transaction_max_timeout_ms transactional_id_expiration_ms transaction_version
+            offsets_topic_num_partitions
+            """,
             abort_timed_out_transaction_cleanup_interval_ms=self.transaction_abort_timed_out_transaction_cleanup_interval_ms,
         )
 
     def share_config(self):
         from .share.state import ShareConfig
 
-        return ShareConfig(
-            num_partitions=self.share_coordinator_state_topic_num_partitions,
-            snapshot_update_records_per_snapshot=self.share_coordinator_snapshot_update_records_per_snapshot,
-            prune_interval_ms=self.share_coordinator_state_topic_prune_interval_ms,
-            cold_snapshot_interval_ms=self.share_coordinator_cold_partition_snapshot_interval_ms,
-            record_lock_duration_ms=self.group_share_record_lock_duration_ms,
-            delivery_count_limit=self.group_share_delivery_count_limit,
-            partition_max_record_locks=self.group_share_partition_max_record_locks,
-            max_share_sessions=self.group_share_max_share_sessions,
-        )
+        return self._same_named(ShareConfig, "", {
+            "num_partitions": "share_coordinator_state_topic_num_partitions",
+            "snapshot_update_records_per_snapshot": "share_coordinator_snapshot_update_records_per_snapshot",
+            "prune_interval_ms": "share_coordinator_state_topic_prune_interval_ms",
+            "cold_snapshot_interval_ms": "share_coordinator_cold_partition_snapshot_interval_ms",
+            "record_lock_duration_ms": "group_share_record_lock_duration_ms",
+            "delivery_count_limit": "group_share_delivery_count_limit",
+            "partition_max_record_locks": "group_share_partition_max_record_locks",
+            "max_share_sessions": "group_share_max_share_sessions",
+        })
 
     def effective_log_defaults(self) -> LogConfig:
         cfg = LogConfig(**{f.name: getattr(self.log_defaults, f.name) for f in fields(LogConfig)})

@@ -254,12 +254,8 @@ class ClassicGroup:
     def record(self, assignments: dict[str, bytes] | None = None) -> tuple[GroupMetadataKey, GroupMetadataValue]:
         members = [
             MemberMetadata(
-                member_id=m.member_id,
-                group_instance_id=m.group_instance_id,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                rebalance_timeout=m.rebalance_timeout_ms,
-                session_timeout=m.session_timeout_ms,
+                member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id, client_host=m.client_host,
+                rebalance_timeout=m.rebalance_timeout_ms, session_timeout=m.session_timeout_ms,
                 subscription=m.metadata(self.protocol_name),
                 assignment=(assignments.get(m.member_id, b"") if assignments is not None else m.assignment),
             )

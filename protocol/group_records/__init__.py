@@ -35,10 +35,13 @@ Strings are decoded leniently (invalid UTF-8 becomes U+FFFD) and encoded
 with ``?`` for unencodable characters, as Java's ``String`` conversions do.
 
 The offset-commit records dominate a replay, so their key and value have
-hand-unrolled paths; everything else goes through a small reader/writer.
+hand-unrolled paths; every other record is described once (fields, types,
+versions, tags, defaults, as Kafka's JSON schemas) and goes through the one
+codec of :mod:`._schema`, which also makes its dataclasses.
 
 Layout: :mod:`._codec` (record types, reader/writer, varints, caches,
-:class:`RecordFormatError`), :mod:`.classic` (offset commits and group
+:class:`RecordFormatError`), :mod:`._schema` (the descriptions' terms and
+their codec), :mod:`.classic` (offset commits and group
 metadata), :mod:`.consumer` (KIP-848 consumer-group records), :mod:`.share`
 (KIP-932 share-group records, imported on first need: a share record's bytes
 to decode, a share-group name looked up here); this module

@@ -77,6 +77,7 @@ class Struct:
         self.fields = tuple(f for f in fields if f.tag is None)
         self.tagged = tuple(sorted((f for f in fields if f.tag is not None), key=lambda f: f.tag))
         self.check = check
+        self.compiled: dict[tuple[int, bool], tuple] = {}  # (version, flexible) -> (read, write), see _struct_codec
         spec = []
         # a default a required field follows is only the value of an absent (older version's) field
         last_required = max((i for i, f in enumerate(fields) if f.default is _REQUIRED), default=-1)
@@ -93,123 +94,136 @@ class Struct:
 
 
 # --------------------------------------------------------------------------
-# encoding
+# the codec: each struct's fields compiled once per (version, flexible) into
+# a list of reader / writer functions
+
+_PRIMITIVES = {  # type -> (reader, writer) as unbound methods, classic then flexible
+    INT8: ((_Reader.i8, _Writer.i8),) * 2,
+    INT16: ((_Reader.i16, _Writer.i16),) * 2,
+    INT32: ((_Reader.i32, _Writer.i32),) * 2,
+    INT64: ((_Reader.i64, _Writer.i64),) * 2,
+    UUID: ((_Reader.uuid, _Writer.uuid),) * 2,
+    STRING: ((_Reader.string, _Writer.string), (_Reader.cstring, _Writer.cstring)),
+    NSTRING: ((_Reader.nstring, _Writer.nstring), (_Reader.cnstring, _Writer.cnstring)),
+    BYTES: ((_Reader.bytes_, _Writer.bytes_), (_Reader.cbytes, _Writer.cbytes)),
+}
+_COMPACT_ARRAYS = {INT32: (_Reader.cint32_array, _Writer.cint32_array), STRING: (_Reader.cstring_array, _Writer.cstring_array)}
+
+
+def _codec(t, version: int, flexible: bool):
+    """(read(r), write(w, value)) of a value of type ``t``."""
+    if isinstance(t, Struct):
+        return _struct_codec(t, version, flexible)
+    if not isinstance(t, Array):
+        return _PRIMITIVES[t][flexible]
+    if flexible and t.of in _COMPACT_ARRAYS:
+        return _COMPACT_ARRAYS[t.of]
+    read_item, write_item = _codec(t.of, version, flexible)
+    read_len, write_len = (_Reader.carray_len, _Writer.carray_len) if flexible else (_Reader.array_len, _Writer.array_len)
+
+    def read(r):
+        return [read_item(r) for _ in range(read_len(r))]
+
+    def write(w, items):
+        write_len(w, len(items))
+        for item in items:
+            write_item(w, item)
+
+    return read, write
+
+
+def _absent(f: F):
+    """The reader of a field the version lacks: its default (a new list for a list)."""
+    if isinstance(f.default, list):
+        return lambda r: []
+    return lambda r, default=f.default: default
 
 
 def _is_default(f: F, v) -> bool:
     return v is None or v == f.default or (isinstance(v, list) and not v)
 
 
-def _write(w: _Writer, t, v, flexible: bool, version: int) -> None:
-    if t == INT32:
-        w.i32(v)
-    elif t == INT64:
-        w.i64(v)
-    elif t == INT16:
-        w.i16(v)
-    elif t == INT8:
-        w.i8(v)
-    elif t == UUID:
-        w.uuid(v)
-    elif t == STRING:
-        w.cstring(v) if flexible else w.string(v)
-    elif t == NSTRING:
-        w.cnstring(v) if flexible else w.nstring(v)
-    elif t == BYTES:
-        w.cbytes(v) if flexible else w.bytes_(v)
-    elif isinstance(t, Array):
-        if flexible and t.of == INT32:
-            w.cint32_array(v)
-            return
-        w.carray_len(len(v)) if flexible else w.array_len(len(v))
-        for item in v:
-            _write(w, t.of, item, flexible, version)
-    else:
-        write_struct(w, t, v, version, flexible)
+def _struct_codec(s: Struct, version: int, flexible: bool):
+    cached = s.compiled.get((version, flexible))
+    if cached is not None:
+        return cached
+    readers = [_codec(f.type, version, flexible)[0] if f.since <= version else _absent(f) for f in s.fields]
+    writers = [(f.name, _codec(f.type, version, flexible)[1]) for f in s.fields if f.since <= version]
+    tagged = {f.tag: (f, *_codec(f.type, version, True)) for f in s.tagged if flexible and f.since <= version}
+    defaults = [_absent(f) for f in s.tagged]
+    cls, check = s.cls, s.check
+
+    def read_plain(r):  # the usual struct: no tagged fields known, no check
+        values = [read_field(r) for read_field in readers]
+        if flexible:
+            r.tags()
+        return cls(*values)
+
+    def read(r):
+        values = [read_field(r) for read_field in readers]
+        if flexible:
+            found = r.tags()
+            if s.tagged:
+                values += [_read_tagged(tagged, f, found, r) if found and f.tag in found else default(r)
+                           for f, default in zip(s.tagged, defaults, strict=True)]
+        elif s.tagged:
+            values += [default(r) for default in defaults]
+        obj = cls(*values)
+        if check is not None:
+            check(obj, True)
+        return obj
+
+    def write_plain(w, obj):
+        for name, write_field in writers:
+            write_field(w, getattr(obj, name))
+        if flexible:
+            w.buf.append(0)  # no tagged fields
+
+    def write(w, obj):
+        if check is not None:
+            check(obj, False)
+        for name, write_field in writers:
+            write_field(w, getattr(obj, name))
+        if flexible:
+            tags = []
+            for tag, (f, _, write_tagged) in tagged.items():
+                v = getattr(obj, f.name)
+                if not _is_default(f, v):
+                    sub = _Writer()
+                    if isinstance(f.type, Struct):
+                        sub.i8(1)  # a nullable struct's presence byte
+                    write_tagged(sub, v)
+                    tags.append((tag, sub.done()))
+            w.tags(tags)
+
+    if not s.tagged and check is None:
+        read, write = read_plain, write_plain
+    s.compiled[(version, flexible)] = read, write
+    return read, write
 
 
-def write_struct(w: _Writer, s: Struct, obj, version: int, flexible: bool) -> None:
-    if s.check is not None:
-        s.check(obj, False)
-    for f in s.fields:
-        if f.since <= version:
-            _write(w, f.type, getattr(obj, f.name), flexible, version)
-    if not flexible:
-        return
-    tags = []
-    for f in s.tagged:
-        v = getattr(obj, f.name)
-        if f.since <= version and not _is_default(f, v):
-            sub = _Writer()
-            if isinstance(f.type, Struct):
-                sub.i8(1)  # a nullable struct's presence byte
-            _write(sub, f.type, v, flexible, version)
-            tags.append((f.tag, sub.done()))
-    w.tags(tags)
-
-
-# --------------------------------------------------------------------------
-# decoding
-
-
-def _read(r: _Reader, t, flexible: bool, version: int):
-    if t == INT32:
-        return r.i32()
-    if t == INT64:
-        return r.i64()
-    if t == INT16:
-        return r.i16()
-    if t == INT8:
-        return r.i8()
-    if t == UUID:
-        return r.uuid()
-    if t == STRING:
-        return r.cstring() if flexible else r.string()
-    if t == NSTRING:
-        return r.cnstring() if flexible else r.nstring()
-    if t == BYTES:
-        return r.cbytes() if flexible else r.bytes_()
-    if isinstance(t, Array):
-        if flexible and t.of == INT32:
-            return r.cint32_array()
-        n = r.carray_len() if flexible else r.array_len()
-        return [_read(r, t.of, flexible, version) for _ in range(n)]
-    return read_struct(r, t, version, flexible)
-
-
-def _default(f: F):
-    return [] if isinstance(f.default, list) else f.default
-
-
-def _read_tagged(f: F, raw: bytes, version: int):
+def _read_tagged(tagged: dict, f: F, found: dict, r: _Reader):
+    if f.tag not in tagged:  # a tag of a later version
+        return _absent(f)(r)
+    raw = found[f.tag]
     size = _FIXED_SIZE.get(f.type)
     if size is not None and len(raw) != size:
         _fail(f"tagged field {f.name} is not {size} bytes")
-    r = _Reader(raw, 0)
-    if isinstance(f.type, Struct) and r.uvarint() == 0:  # a nullable struct's presence byte
+    sub = _Reader(raw, 0)
+    if isinstance(f.type, Struct) and sub.uvarint() == 0:  # a nullable struct's presence byte
         return None
-    v = _read(r, f.type, True, version)
-    if r.pos > len(raw):
+    v = tagged[f.tag][1](sub)
+    if sub.pos > len(raw):
         _fail("record truncated")
     return v
 
 
+def write_struct(w: _Writer, s: Struct, obj, version: int, flexible: bool) -> None:
+    _struct_codec(s, version, flexible)[1](w, obj)
+
+
 def read_struct(r: _Reader, s: Struct, version: int, flexible: bool):
-    values = [_read(r, f.type, flexible, version) if f.since <= version else _default(f) for f in s.fields]
-    if s.tagged:
-        tagged = {f.tag: f for f in s.tagged}
-        found = dict.fromkeys(tagged)
-        for tag, raw in ((r.tags() or {}).items() if flexible else ()):
-            f = tagged.get(tag)
-            if f is not None and f.since <= version:
-                found[tag] = _read_tagged(f, raw, version)
-        values += [_default(f) if found[f.tag] is None else found[f.tag] for f in s.tagged]
-    elif flexible:
-        r.tags()
-    obj = s.cls(*values)
-    if s.check is not None:
-        s.check(obj, True)
-    return obj
+    return _struct_codec(s, version, flexible)[0](r)
 
 
 # --------------------------------------------------------------------------

@@ -49,24 +49,16 @@ SHARE_KEY = Struct("ShareKey", [
     F("topic_id", UUID),
     F("partition", INT32),
 ], frozen=True, module=_M)
+# the fields both values have (ShareSnapshotValue.json, ShareUpdateValue.json)
+_SNAPSHOT_EPOCH, _LEADER_EPOCH, _START_OFFSET = F("snapshot_epoch", INT32), F("leader_epoch", INT32), F("start_offset", INT64)
+_STATE_BATCHES = F("state_batches", Array(STATE_BATCH), [])
 _DELIVERY_COMPLETE_COUNT = F("delivery_complete_count", INT32, -1, tag=0)
 SNAPSHOT_VALUE = Struct("ShareSnapshotValue", [
-    F("snapshot_epoch", INT32),
-    F("state_epoch", INT32),
-    F("leader_epoch", INT32),
-    F("start_offset", INT64),
-    F("create_timestamp", INT64),
-    F("write_timestamp", INT64),
-    F("state_batches", Array(STATE_BATCH), []),
-    _DELIVERY_COMPLETE_COUNT,
+    _SNAPSHOT_EPOCH, F("state_epoch", INT32), _LEADER_EPOCH, _START_OFFSET,
+    F("create_timestamp", INT64), F("write_timestamp", INT64), _STATE_BATCHES, _DELIVERY_COMPLETE_COUNT,
 ], module=_M)
-UPDATE_VALUE = Struct("ShareUpdateValue", [
-    F("snapshot_epoch", INT32),
-    F("leader_epoch", INT32),
-    F("start_offset", INT64),
-    F("state_batches", Array(STATE_BATCH), []),
-    _DELIVERY_COMPLETE_COUNT,
-], module=_M)
+UPDATE_VALUE = Struct("ShareUpdateValue", [_SNAPSHOT_EPOCH, _LEADER_EPOCH, _START_OFFSET, _STATE_BATCHES, _DELIVERY_COMPLETE_COUNT],
+                      module=_M)
 _VALUES = {SNAPSHOT: SNAPSHOT_VALUE, UPDATE: UPDATE_VALUE}
 
 StateBatch = STATE_BATCH.cls

@@ -405,10 +405,16 @@ class Cluster:
             return self.static_defaults
 
     # ------------------------------------------------------------------ topics
+    def lookup(self, by_id: bool, ident) -> tuple[Topic | None, str, ErrorCode]:
+        """The topic a request names by id (``by_id``; kio reads the zero id as None) or by name:
+        (the topic or None, its name, "" for an unknown id, the error a missing one gets)."""
+        if by_id:
+            topic = self.by_id.get(ident) if ident is not None else None
+            return topic, topic.name if topic else "", ErrorCode.unknown_topic_id
+        return self.topics.get(ident), ident, ErrorCode.unknown_topic_or_partition
+
     def check_new_topic(self, name: str, num_partitions: int, configs: dict[str, str] | None = None) -> Topic:
         """Validate a topic creation; returns the topic, without partitions, or raises TopicError."""
-        from protocol.errors import ErrorCode
-
         reason = validate_topic_name(name)
         if reason:
             raise TopicError(ErrorCode.invalid_topic_exception, reason)
@@ -423,14 +429,8 @@ class Cluster:
             raise TopicError(ErrorCode.invalid_config, str(exc)) from exc
         return Topic(name, uuid.uuid4(), configs, cfg, [])
 
-    def create_topic(
-        self,
-        name: str,
-        num_partitions: int,
-        configs: dict[str, str] | None = None,
-        *,
-        validate_only: bool = False,
-    ) -> Topic:
+    def create_topic(self, name: str, num_partitions: int, configs: dict[str, str] | None = None, *,
+                     validate_only: bool = False) -> Topic:
         """Create a topic on the calling thread (the loop); all or nothing."""
         topic = self.check_new_topic(name, num_partitions, configs)
         if validate_only:
@@ -438,14 +438,8 @@ class Cluster:
         topic.partitions = self._open_partitions(name, topic.topic_id, topic.config, 0, num_partitions)
         return self._created(topic)
 
-    async def create_topic_async(
-        self,
-        name: str,
-        num_partitions: int,
-        configs: dict[str, str] | None = None,
-        *,
-        validate_only: bool = False,
-    ) -> Topic:
+    async def create_topic_async(self, name: str, num_partitions: int, configs: dict[str, str] | None = None, *,
+                                 validate_only: bool = False) -> Topic:
         """``create_topic`` with the partition logs opened on a worker thread, so the loop
         keeps serving other clients. The name is taken at once (a concurrent creation
         gets TOPIC_ALREADY_EXISTS); the topic is served only once complete."""
@@ -481,8 +475,6 @@ class Cluster:
         A failure (too many open files, a full disk) closes and removes every log
         opened here, and the directory of the one that failed, then raises TopicError.
         """
-        from protocol.errors import ErrorCode
-
         opened: list[Partition] = []
         failed: int | None = start
         try:
@@ -569,8 +561,6 @@ class Cluster:
 
     def check_add_partitions(self, topic: Topic, count: int) -> int:
         """Validate growing ``topic`` to ``count`` partitions; returns how many are added."""
-        from protocol.errors import ErrorCode
-
         current = len(topic.partitions)
         if count <= current:
             raise TopicError(
@@ -592,8 +582,6 @@ class Cluster:
 
         Call it holding ``admin_lock`` (nothing else grows a topic meanwhile). Should
         the topic be deleted meanwhile, the new logs are removed again."""
-        from protocol.errors import ErrorCode
-
         current = len(topic.partitions)
         self.check_add_partitions(topic, count)
         if validate_only:

@@ -168,11 +168,6 @@ class BrokerConfig:
         cfg.fsync_interval_ms = self.fsync_interval_ms
         return cfg
 
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> BrokerConfig:
-        """Defaults overridden by any ``KAFKALITE_<NAME>`` variable."""
-        return load_config(environ=environ)
-
 
 # ============================================================== the settings
 

@@ -16,12 +16,15 @@ def enabled(level: int) -> bool:
     return level >= _level
 
 
-def configure(fmt: str = "console", level: str = "info") -> None:
+def configure(fmt: str = "console", level: str = "info", *, embedded: bool = False) -> None:
+    """Log to stderr at ``level``. ``embedded`` (a broker inside tests): loggers are not cached, so
+    settings made later apply everywhere, and neither the stdlib bridge nor :func:`enabled` is set."""
     global _level
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         raise ValueError(f"unknown log level {level!r}")
-    _level = numeric
+    if not embedded:
+        _level = numeric
     renderer = (
         structlog.processors.JSONRenderer()
         if fmt == "json"
@@ -37,9 +40,10 @@ def configure(fmt: str = "console", level: str = "info") -> None:
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
+        cache_logger_on_first_use=not embedded,
     )
-    _bridge_stdlib(numeric)
+    if not embedded:
+        _bridge_stdlib(numeric)
 
 
 # the attributes every stdlib LogRecord has: the others are the fields its ``extra`` carried

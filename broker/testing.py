@@ -101,24 +101,9 @@ def _quiet_logs(level: str | None) -> None:
 
     if level is None or structlog.is_configured():
         return
-    import logging
-    import sys
+    from . import logs
 
-    numeric = logging.getLevelName(level.upper())
-    if not isinstance(numeric, int):
-        raise ValueError(f"unknown log level {level!r}")
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=False,
-    )
+    logs.configure("console", level, embedded=True)
 
 
 class Broker:
@@ -308,6 +293,11 @@ def merge_settings(*layers: Mapping[str, object]) -> dict[str, object]:
     return dict(merged.values())
 
 
+def _delegated(name: str) -> property:
+    """A read-only property that is the broker's attribute ``name``."""
+    return property(lambda self: getattr(self.broker, name), doc=f"The broker's ``{name}``.")
+
+
 class BrokerThread:
     """The same broker on a background thread's event loop, for synchronous tests.
 
@@ -315,16 +305,9 @@ class BrokerThread:
     used from the test's thread.
     """
 
-    def __init__(
-        self,
-        data_dir: str | Path | None = None,
-        *,
-        settings: Mapping[str, object] | None = None,
-        log_level: str | None = "warning",
-        fail_on_handler_errors: bool = True,
-        **kwargs,
-    ) -> None:
-        self.broker = Broker(data_dir, settings=settings, log_level=log_level, fail_on_handler_errors=fail_on_handler_errors, **kwargs)
+    def __init__(self, data_dir: str | Path | None = None, **kwargs) -> None:
+        """``data_dir`` and ``kwargs`` as :class:`Broker` takes them (settings, log_level, ...)."""
+        self.broker = Broker(data_dir, **kwargs)
         self.faults = self.broker.faults
         self.security: Secured | None = None  # the client settings of a secured broker (the pytest plugin sets it)
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -389,42 +372,16 @@ class BrokerThread:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    # -- delegated ---------------------------------------------------------------
-    @property
-    def running(self) -> bool:
-        return self.broker.running
-
-    @property
-    def config(self) -> BrokerConfig:
-        return self.broker.config
-
-    @property
-    def data_dir(self) -> Path:
-        return self.broker.data_dir
-
-    @property
-    def startup_ms(self) -> float | None:
-        return self.broker.startup_ms
-
-    @property
-    def handler_failures(self) -> list[str]:
-        return self.broker.handler_failures
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return self.broker.bootstrap_servers
-
-    @property
-    def listeners(self) -> dict[str, str]:
-        return self.broker.listeners
-
-    @property
-    def port(self) -> int:
-        return self.broker.port
-
-    @property
-    def metrics_url(self) -> str | None:
-        return self.broker.metrics_url
+    # -- delegated to the broker (read-only) ---------------------------------------
+    running: bool = _delegated("running")  # type: ignore[assignment]
+    config: BrokerConfig = _delegated("config")  # type: ignore[assignment]
+    data_dir: Path = _delegated("data_dir")  # type: ignore[assignment]
+    startup_ms: float | None = _delegated("startup_ms")  # type: ignore[assignment]
+    handler_failures: list[str] = _delegated("handler_failures")  # type: ignore[assignment]
+    bootstrap_servers: str = _delegated("bootstrap_servers")  # type: ignore[assignment]
+    listeners: dict[str, str] = _delegated("listeners")  # type: ignore[assignment]
+    port: int = _delegated("port")  # type: ignore[assignment]
+    metrics_url: str | None = _delegated("metrics_url")  # type: ignore[assignment]
 
     def metrics_text(self) -> str:
         return self._call(_async(self.broker.metrics_text))

@@ -44,6 +44,7 @@ from kio.serial._introspect import (
 from kio.static.primitive import i32Timedelta, i64Timedelta
 
 from .regions import Region
+from .varint import put_uvarint, uvarint_rest
 
 __all__ = [
     "DecodeError",
@@ -190,17 +191,10 @@ def _has_array(cls: type) -> bool:
 
 
 def _read_uvarint(b, pos: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        x = b[pos]
-        pos += 1
-        value |= (x & 0x7F) << shift
-        if x < 0x80:
-            break
-        shift += 7
-        if shift > 28:
-            raise DecodeError("unsigned varint is longer than 5 bytes")
+    x = b[pos]
+    if x < 0x80:
+        return x, pos + 1
+    value, pos = uvarint_rest(b, pos + 1, x & 0x7F, 28, DecodeError, "unsigned varint is longer than 5 bytes")
     if value > 0xFFFFFFFF:
         raise DecodeError("unsigned varint does not fit in 32 bits")
     return value, pos
@@ -222,11 +216,7 @@ def _read_uvarint_last(b, pos: int) -> tuple[int, int]:
     return value | x << 28, pos
 
 
-def _write_uvarint(out: bytearray, value: int) -> None:
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+_write_uvarint = put_uvarint
 
 
 def _apply(b, start: int, end: int, edits: list) -> bytes:

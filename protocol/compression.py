@@ -66,15 +66,19 @@ _SNAPPY_FRAMED_MAGIC = b"\xff\x06\x00\x00sNaPpY"  # official snappy framing form
 _I32 = struct.Struct(">i")
 
 
-def _snappy_compress_xerial(data) -> bytes:
+def _blocks(data, size: int, frame) -> list[bytes]:
+    """``frame(chunk)`` (a list of parts) of each ``size``-byte chunk of ``data``, in order, flattened."""
     mv = memoryview(data)
-    parts = [_XERIAL_HEADER]
-    pack = _I32.pack
-    for start in range(0, len(mv), _XERIAL_BLOCK):
-        block = bytes(cramjam.snappy.compress_raw(mv[start:start + _XERIAL_BLOCK]))
-        parts.append(pack(len(block)))
-        parts.append(block)
-    return b"".join(parts)
+    return [part for start in range(0, len(mv), size) for part in frame(mv[start:start + size])]
+
+
+def _xerial_block(chunk) -> list[bytes]:
+    block = bytes(cramjam.snappy.compress_raw(chunk))
+    return [_I32.pack(len(block)), block]
+
+
+def _snappy_compress_xerial(data) -> bytes:
+    return b"".join([_XERIAL_HEADER, *_blocks(data, _XERIAL_BLOCK, _xerial_block)])
 
 
 def _snappy_decompress(data) -> bytes:
@@ -143,21 +147,15 @@ _LZ4_END_MARK = b"\x00\x00\x00\x00"
 _U32LE = struct.Struct("<I")
 
 
+def _lz4_block(chunk) -> list[bytes]:
+    block = bytes(cramjam.lz4.compress_block(chunk, store_size=False))
+    if len(block) >= len(chunk):
+        return [_U32LE.pack(len(chunk) | 0x80000000), bytes(chunk)]  # stored uncompressed
+    return [_U32LE.pack(len(block)), block]
+
+
 def _lz4_compress_frame(data) -> bytes:
-    mv = memoryview(data)
-    parts = [_LZ4_FRAME_HEADER]
-    pack = _U32LE.pack
-    for start in range(0, len(mv), _LZ4_BLOCK):
-        chunk = mv[start:start + _LZ4_BLOCK]
-        block = bytes(cramjam.lz4.compress_block(chunk, store_size=False))
-        if len(block) >= len(chunk):
-            parts.append(pack(len(chunk) | 0x80000000))  # stored uncompressed
-            parts.append(bytes(chunk))
-        else:
-            parts.append(pack(len(block)))
-            parts.append(block)
-    parts.append(_LZ4_END_MARK)
-    return b"".join(parts)
+    return b"".join([_LZ4_FRAME_HEADER, *_blocks(data, _LZ4_BLOCK, _lz4_block), _LZ4_END_MARK])
 
 
 # --------------------------------------------------------------------------- public API

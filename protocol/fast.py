@@ -73,6 +73,7 @@ def offset_commit(version: int, correlation_id: int, body: dict) -> bytes:
     out = bytearray()
     if version >= 3:
         out += _I32.pack(_ms(body.get("throttle_time", 0)))
+    tags = b"\x00" if flexible else b""  # no tagged fields in a flexible version
     topics = body["topics"]
     out += _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
     for t in topics:
@@ -81,13 +82,9 @@ def offset_commit(version: int, correlation_id: int, body: dict) -> bytes:
         parts = t["partitions"]
         out += _uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts))
         for p in parts:
-            out += _PART.pack(p["partition_index"], _code(p["error_code"]))
-            if flexible:
-                out.append(0)
-        if flexible:
-            out.append(0)
-    if flexible:
-        out.append(0)
+            out += _PART.pack(p["partition_index"], _code(p["error_code"])) + tags
+        out += tags  # the topic's
+    out += tags  # the response's
     return _frame(correlation_id, flexible, bytes(out))
 
 

@@ -36,6 +36,7 @@ from collections.abc import Iterator, Sequence
 from .crc import crc32c as _crc32c
 
 from .compression import MAX_CLIENT_DECOMPRESSED_BYTES, CorruptRecordError, compress, decompress
+from .varint import put_uvarint, uvarint_rest
 
 __all__ = [
     "HEADER_SIZE",
@@ -165,10 +166,6 @@ class BatchHeader:
     def delete_horizon_ms(self) -> int | None:
         """The delete horizon (stored in baseTimestamp) if bit 6 is set, else None."""
         return self.base_timestamp if self.attributes & DELETE_HORIZON_MASK else None
-
-    @property
-    def has_producer_id(self) -> bool:
-        return self.producer_id > NO_PRODUCER_ID
 
     @property
     def last_sequence(self) -> int:
@@ -362,17 +359,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
     pos += 1
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos
-    z = b & 0x7F
-    shift = 7
-    while True:
-        b = data[pos]
-        pos += 1
-        z |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long")
+    z, pos = uvarint_rest(data, pos, b & 0x7F, 63, CorruptRecordError, "varint too long")
     return (z >> 1) ^ -(z & 1), pos
 
 
@@ -479,6 +466,14 @@ def keyless_records(batch) -> list[int]:
     return missing
 
 
+def _nullable_bytes(data, pos: int):
+    """The bytes at ``pos`` behind their varint length (-1: None), and the position after them."""
+    n, pos = _varint(data, pos)
+    if n < 0:
+        return None, pos
+    return data[pos:pos + n], pos + n
+
+
 def _iter_decoded(hdr: BatchHeader, data: bytes) -> Iterator[Record]:
     base_offset = hdr.base_offset
     base_ts = hdr.base_timestamp
@@ -496,18 +491,8 @@ def _iter_decoded(hdr: BatchHeader, data: bytes) -> Iterator[Record]:
             pos += 1  # record attributes (unused)
             ts_delta, pos = varint(data, pos)
             off_delta, pos = varint(data, pos)
-            klen, pos = varint(data, pos)
-            if klen < 0:
-                key = None
-            else:
-                key = data[pos:pos + klen]
-                pos += klen
-            vlen, pos = varint(data, pos)
-            if vlen < 0:
-                value = None
-            else:
-                value = data[pos:pos + vlen]
-                pos += vlen
+            key, pos = _nullable_bytes(data, pos)
+            value, pos = _nullable_bytes(data, pos)
             hcount, pos = varint(data, pos)
             if hcount < 0:
                 raise CorruptRecordError(f"negative header count {hcount}")
@@ -518,12 +503,7 @@ def _iter_decoded(hdr: BatchHeader, data: bytes) -> Iterator[Record]:
                     raise CorruptRecordError("null header key")
                 hkey = data[pos:pos + hklen].decode("utf-8")
                 pos += hklen
-                hvlen, pos = varint(data, pos)
-                if hvlen < 0:
-                    hval = None
-                else:
-                    hval = data[pos:pos + hvlen]
-                    pos += hvlen
+                hval, pos = _nullable_bytes(data, pos)
                 headers.append((hkey, hval))
             if pos != rec_end:
                 raise CorruptRecordError(
@@ -556,10 +536,7 @@ def _zz(n: int) -> bytes:
     if z < 0x80:
         return _SMALL_VARINT[z]
     out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
+    put_uvarint(out, z)
     return bytes(out)
 
 
@@ -596,20 +573,8 @@ def _encode_record(r: Record, off_delta: int, ts_delta: int) -> bytes:
     return _zz(len(body)) + body
 
 
-def _assemble(
-    *,
-    payload: bytes,
-    base_offset: int,
-    attributes: int,
-    last_offset_delta: int,
-    base_timestamp: int,
-    max_timestamp: int,
-    producer_id: int,
-    producer_epoch: int,
-    base_sequence: int,
-    records_count: int,
-    partition_leader_epoch: int,
-) -> bytes:
+def _assemble(payload: bytes, base_offset: int, attributes: int, last_offset_delta: int, base_timestamp: int, max_timestamp: int,
+              producer_id: int, producer_epoch: int, base_sequence: int, records_count: int, partition_leader_epoch: int) -> bytes:
     length = HEADER_SIZE - LOG_OVERHEAD + len(payload)
     if length > _INT32_MAX:
         raise ValueError("batch too large")
@@ -657,14 +622,9 @@ def build_batch(
     *,
     base_offset: int = 0,
     compression: int = 0,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-    is_transactional: bool = False,
-    is_control: bool = False,
-    timestamp_type: int = 0,
-    partition_leader_epoch: int = -1,
-    delete_horizon_ms: int | None = None,
+    producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+    is_transactional: bool = False, is_control: bool = False, timestamp_type: int = 0,
+    partition_leader_epoch: int = -1, delete_horizon_ms: int | None = None,
 ) -> bytes:
     """Encode ``records`` into one RecordBatch v2.
 
@@ -699,19 +659,8 @@ def build_batch(
     last_offset_delta = prev_off - base_offset
     raw = b"".join(parts)
     payload = compress(compression, raw) if compression else raw
-    return _assemble(
-        payload=payload,
-        base_offset=base_offset,
-        attributes=attrs,
-        last_offset_delta=last_offset_delta,
-        base_timestamp=base_ts,
-        max_timestamp=max_ts,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        records_count=len(records),
-        partition_leader_epoch=partition_leader_epoch,
-    )
+    return _assemble(payload, base_offset, attrs, last_offset_delta, base_ts, max_ts,
+                     producer_id, producer_epoch, base_sequence, len(records), partition_leader_epoch)
 
 
 _KV_HEAD = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
@@ -768,32 +717,17 @@ def build_empty_batch(
     last_offset_delta: int,
     base_timestamp: int,
     max_timestamp: int,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-    is_transactional: bool = False,
-    is_control: bool = False,
-    timestamp_type: int = 0,
-    partition_leader_epoch: int = -1,
-    delete_horizon_ms: int | None = None,
+    producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+    is_transactional: bool = False, is_control: bool = False, timestamp_type: int = 0,
+    partition_leader_epoch: int = -1, delete_horizon_ms: int | None = None,
 ) -> bytes:
     """A batch header with recordsCount 0 and no records (compaction keeps these to
     preserve producer state; mirrors Kafka's DefaultRecordBatch.writeEmptyHeader).
     Compression is always none."""
     attrs = _attributes(0, timestamp_type, is_transactional, is_control, delete_horizon_ms is not None)
-    return _assemble(
-        payload=b"",
-        base_offset=base_offset,
-        attributes=attrs,
-        last_offset_delta=last_offset_delta,
-        base_timestamp=base_timestamp if delete_horizon_ms is None else delete_horizon_ms,
-        max_timestamp=max_timestamp,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        records_count=0,
-        partition_leader_epoch=partition_leader_epoch,
-    )
+    base_ts = base_timestamp if delete_horizon_ms is None else delete_horizon_ms
+    return _assemble(b"", base_offset, attrs, last_offset_delta, base_ts, max_timestamp,
+                     producer_id, producer_epoch, base_sequence, 0, partition_leader_epoch)
 
 
 # --------------------------------------------------------------------------- control records

@@ -23,57 +23,48 @@ Decoding checks every length against the bytes left and raises
 from __future__ import annotations
 
 import struct
-import uuid
-from dataclasses import dataclass, field
 
 from .compression import CorruptRecordError
 from .group_records._codec import _DECODE_ERRORS, _I32, _Reader, _Writer
+from .group_records._schema import INT8, INT16, INT32, INT64, STRING, UUID, Array, F, Struct, read_struct, write_struct
 
 SNAPSHOT, UPDATE = 0, 1
 _KEY_HEAD = struct.Struct(">hh")
-_BATCH = struct.Struct(">qqbh")
-_TAG_DELIVERY_COMPLETE_COUNT = 0
 
 
 class ShareRecordError(CorruptRecordError):
     """Malformed ``__share_group_state`` record bytes."""
 
 
-@dataclass(frozen=True, slots=True)
-class StateBatch:
-    first_offset: int
-    last_offset: int
-    delivery_state: int  # 0 AVAILABLE, 2 ACKNOWLEDGED, 4 ARCHIVED
-    delivery_count: int
+_M = __name__
+STATE_BATCH = Struct("StateBatch", [
+    F("first_offset", INT64),
+    F("last_offset", INT64),
+    F("delivery_state", INT8, note="0 AVAILABLE, 2 ACKNOWLEDGED, 4 ARCHIVED"),
+    F("delivery_count", INT16),
+], frozen=True, module=_M)
+SHARE_KEY = Struct("ShareKey", [
+    F("record_type", INT16, note="SNAPSHOT or UPDATE"),
+    F("group_id", STRING),
+    F("topic_id", UUID),
+    F("partition", INT32),
+], frozen=True, module=_M)
+# the fields both values have (ShareSnapshotValue.json, ShareUpdateValue.json)
+_SNAPSHOT_EPOCH, _LEADER_EPOCH, _START_OFFSET = F("snapshot_epoch", INT32), F("leader_epoch", INT32), F("start_offset", INT64)
+_STATE_BATCHES = F("state_batches", Array(STATE_BATCH), [])
+_DELIVERY_COMPLETE_COUNT = F("delivery_complete_count", INT32, -1, tag=0)
+SNAPSHOT_VALUE = Struct("ShareSnapshotValue", [
+    _SNAPSHOT_EPOCH, F("state_epoch", INT32), _LEADER_EPOCH, _START_OFFSET,
+    F("create_timestamp", INT64), F("write_timestamp", INT64), _STATE_BATCHES, _DELIVERY_COMPLETE_COUNT,
+], module=_M)
+UPDATE_VALUE = Struct("ShareUpdateValue", [_SNAPSHOT_EPOCH, _LEADER_EPOCH, _START_OFFSET, _STATE_BATCHES, _DELIVERY_COMPLETE_COUNT],
+                      module=_M)
+_VALUES = {SNAPSHOT: SNAPSHOT_VALUE, UPDATE: UPDATE_VALUE}
 
-
-@dataclass(frozen=True, slots=True)
-class ShareKey:
-    record_type: int  # SNAPSHOT or UPDATE
-    group_id: str
-    topic_id: uuid.UUID
-    partition: int
-
-
-@dataclass(slots=True)
-class ShareSnapshotValue:
-    snapshot_epoch: int
-    state_epoch: int
-    leader_epoch: int
-    start_offset: int
-    create_timestamp: int
-    write_timestamp: int
-    state_batches: list[StateBatch] = field(default_factory=list)
-    delivery_complete_count: int = -1
-
-
-@dataclass(slots=True)
-class ShareUpdateValue:
-    snapshot_epoch: int
-    leader_epoch: int
-    start_offset: int
-    state_batches: list[StateBatch] = field(default_factory=list)
-    delivery_complete_count: int = -1
+StateBatch = STATE_BATCH.cls
+ShareKey = SHARE_KEY.cls
+ShareSnapshotValue = SNAPSHOT_VALUE.cls
+ShareUpdateValue = UPDATE_VALUE.cls
 
 
 def encode_key(key: ShareKey) -> bytes:
@@ -83,34 +74,11 @@ def encode_key(key: ShareKey) -> bytes:
     return _KEY_HEAD.pack(key.record_type, len(g)) + g + key.topic_id.bytes + _I32.pack(key.partition)
 
 
-def _put_batches(w: _Writer, batches: list[StateBatch]) -> None:
-    w.carray_len(len(batches))
-    for b in batches:
-        w.buf += _BATCH.pack(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-        w.buf.append(0)  # the batch's tagged fields
-
-
-def _put_tags(w: _Writer, delivery_complete_count: int) -> None:
-    w.tags([(_TAG_DELIVERY_COMPLETE_COUNT, _I32.pack(delivery_complete_count))] if delivery_complete_count != -1 else None)
-
-
 def encode_value(value: ShareSnapshotValue | ShareUpdateValue | None) -> bytes | None:
     if value is None:
         return None
     w = _Writer(0)
-    if isinstance(value, ShareSnapshotValue):
-        w.i32(value.snapshot_epoch)
-        w.i32(value.state_epoch)
-        w.i32(value.leader_epoch)
-        w.i64(value.start_offset)
-        w.i64(value.create_timestamp)
-        w.i64(value.write_timestamp)
-    else:
-        w.i32(value.snapshot_epoch)
-        w.i32(value.leader_epoch)
-        w.i64(value.start_offset)
-    _put_batches(w, value.state_batches)
-    _put_tags(w, value.delivery_complete_count)
+    write_struct(w, SNAPSHOT_VALUE if isinstance(value, ShareSnapshotValue) else UPDATE_VALUE, value, 0, True)
     return w.done()
 
 
@@ -118,35 +86,13 @@ def decode_key(data: bytes) -> ShareKey | None:
     """The key, or None for a record type this topic does not define (skipped, as Kafka does)."""
     try:
         r = _Reader(data)
-        rtype = r.i16()
-        if rtype not in (SNAPSHOT, UPDATE):
+        if r.i16() not in (SNAPSHOT, UPDATE):
             return None
-        return ShareKey(rtype, r.string(), r.uuid(), r.i32())
+        return read_struct(_Reader(data), SHARE_KEY, 0, False)
     except ShareRecordError:
         raise
     except _DECODE_ERRORS as exc:
         raise ShareRecordError(f"malformed share state key: {exc}") from None
-
-
-def _batches(r: _Reader) -> list[StateBatch]:
-    n = r.carray_len()
-    out = []
-    for _ in range(n):
-        first, last, state, count = _BATCH.unpack_from(r.data, r.pos)
-        r.pos += _BATCH.size
-        r.tags()
-        out.append(StateBatch(first, last, state, count))
-    return out
-
-
-def _dcc(r: _Reader) -> int:
-    tags = r.tags() or {}
-    raw = tags.get(_TAG_DELIVERY_COMPLETE_COUNT)
-    if raw is None:
-        return -1
-    if len(raw) != 4:
-        raise ShareRecordError("DeliveryCompleteCount must be 4 bytes")
-    return _I32.unpack(raw)[0]
 
 
 def decode_value(rtype: int, data: bytes | None) -> ShareSnapshotValue | ShareUpdateValue | None:
@@ -157,13 +103,10 @@ def decode_value(rtype: int, data: bytes | None) -> ShareSnapshotValue | ShareUp
         version = r.i16()
         if version != 0:
             raise ShareRecordError(f"unknown share state value version {version}")
-        if rtype == SNAPSHOT:
-            head = (r.i32(), r.i32(), r.i32(), r.i64(), r.i64(), r.i64())
-            batches = _batches(r)
-            return ShareSnapshotValue(*head, batches, _dcc(r))
-        head = (r.i32(), r.i32(), r.i64())
-        batches = _batches(r)
-        return ShareUpdateValue(*head, batches, _dcc(r))
+        value = read_struct(r, _VALUES[SNAPSHOT if rtype == SNAPSHOT else UPDATE], 0, True)
+        if r.pos > len(data):
+            raise ShareRecordError("record truncated")
+        return value
     except ShareRecordError:
         raise
     except (*_DECODE_ERRORS, Exception) as exc:  # RecordFormatError of the reader included

@@ -55,6 +55,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from .compression import CorruptRecordError
+from .group_records._codec import _I16, _I32, _I64
+from .varint import put_uvarint
 
 __all__ = [
     "KEY_VERSION",
@@ -78,14 +80,9 @@ VALUE_VERSIONS = (0, 1)
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 
-_TAG_PREVIOUS_PRODUCER_ID = 0
-_TAG_NEXT_PRODUCER_ID = 1
-_TAG_CLIENT_TRANSACTION_VERSION = 2
-_TAG_NEXT_PRODUCER_EPOCH = 3
+# the value's tagged fields
+_TAG_PREVIOUS_PRODUCER_ID, _TAG_NEXT_PRODUCER_ID, _TAG_CLIENT_TRANSACTION_VERSION, _TAG_NEXT_PRODUCER_EPOCH = range(4)
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 _HEAD = struct.Struct(">qhib")  # producer id, epoch, timeout, status
 _TAIL = struct.Struct(">qq")  # last update, start
 _STRING_MAX = 0x7FFF
@@ -206,10 +203,7 @@ def _uvarint(v: int) -> bytes:
     if v < 0 or v > 0xFFFFFFFF:
         raise ValueError(f"unsigned varint out of range: {v}")
     out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
+    put_uvarint(out, v)
     return bytes(out)
 
 

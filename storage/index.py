@@ -48,25 +48,75 @@ def write_file_atomic(path: Path, data: bytes, *, fsync: bool) -> None:
     os.replace(tmp, path)
 
 
-class OffsetIndex:
-    ENTRY_SIZE = 8
-    __slots__ = ("rel", "pos", "max_entries")
+class _SparseIndex:
+    """What both indexes share: two parallel arrays (named by ``_COLUMNS``), a bound on
+    the entries, and the file they are saved to and loaded from."""
+
+    ENTRY_SIZE = 0  # bytes of an entry in the file
+    _COLUMNS: tuple[tuple[str, str], ...] = ()  # (attribute, array typecode) of each column
+    __slots__ = ("max_entries",)
+
+    def __init_subclass__(cls) -> None:
+        cls.ENTRY_SIZE = struct.calcsize(">" + "".join(typecode for _, typecode in cls._COLUMNS))
 
     def __init__(self, max_entries: int) -> None:
-        self.rel = array("I")
-        self.pos = array("I")
+        for name, typecode in self._COLUMNS:
+            setattr(self, name, array(typecode))
         self.max_entries = max(1, max_entries)
 
     @classmethod
-    def for_index_bytes(cls, segment_index_bytes: int) -> OffsetIndex:
+    def for_index_bytes(cls, segment_index_bytes: int):
         return cls(segment_index_bytes // cls.ENTRY_SIZE)
 
     def __len__(self) -> int:
-        return len(self.rel)
+        return len(getattr(self, self._COLUMNS[0][0]))
 
     @property
     def full(self) -> bool:
-        return len(self.rel) >= self.max_entries
+        return len(self) >= self.max_entries
+
+    def last(self) -> tuple[int, int] | None:
+        first, second = (getattr(self, name) for name, _ in self._COLUMNS)
+        return (first[-1], second[-1]) if first else None
+
+    def _truncate(self, i: int) -> None:
+        """Drop the entries from the ``i``-th on."""
+        for name, _ in self._COLUMNS:
+            del getattr(self, name)[i:]
+
+    def clear(self) -> None:
+        self._truncate(0)
+
+    def save(self, path: Path, *, fsync: bool) -> None:
+        write_file_atomic(path, self.to_bytes(), fsync=fsync)
+
+    def to_bytes(self) -> bytes:
+        raise NotImplementedError
+
+    @classmethod
+    def from_bytes(cls, data: bytes, max_entries: int, *bounds: int):
+        """The index a file's bytes hold, or None for anything suspicious (the caller rebuilds it)."""
+        if len(data) % cls.ENTRY_SIZE:
+            return None
+        n = len(data) // cls.ENTRY_SIZE
+        idx = cls(max(max_entries, n))
+        return idx._fill(data, n, *bounds) if n else idx
+
+    def _fill(self, data: bytes, n: int, *bounds: int):
+        """Take the ``n`` entries of ``data``; self, or None when they are not in order."""
+        raise NotImplementedError
+
+    @classmethod
+    def _read(cls, path: Path) -> bytes | None:
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            return None
+
+
+class OffsetIndex(_SparseIndex):
+    _COLUMNS = (("rel", "I"), ("pos", "I"))
+    __slots__ = ("rel", "pos")
 
     def append(self, rel: int, pos: int) -> None:
         if self.rel and (rel <= self.rel[-1] or pos <= self.pos[-1]):
@@ -81,23 +131,9 @@ class OffsetIndex:
         i = bisect_right(self.rel, rel) - 1
         return 0 if i < 0 else self.pos[i]
 
-    def position_for_offset_floor(self, rel: int) -> tuple[int, int]:
-        """(rel, pos) of the largest entry with entry.rel <= rel, or (-1, 0)."""
-        i = bisect_right(self.rel, rel) - 1
-        return (-1, 0) if i < 0 else (self.rel[i], self.pos[i])
-
-    def last(self) -> tuple[int, int] | None:
-        return (self.rel[-1], self.pos[-1]) if self.rel else None
-
     def truncate_to_position(self, pos: int) -> None:
         """Drop entries pointing at ``pos`` or beyond."""
-        i = bisect_left(self.pos, pos)
-        del self.rel[i:]
-        del self.pos[i:]
-
-    def clear(self) -> None:
-        del self.rel[:]
-        del self.pos[:]
+        self._truncate(bisect_left(self.pos, pos))
 
     def to_bytes(self) -> bytes:
         n = len(self.rel)
@@ -110,14 +146,7 @@ class OffsetIndex:
             flat.byteswap()
         return flat.tobytes()
 
-    @classmethod
-    def from_bytes(cls, data: bytes, max_entries: int, log_size: int) -> OffsetIndex | None:
-        if len(data) % cls.ENTRY_SIZE:
-            return None
-        n = len(data) // cls.ENTRY_SIZE
-        idx = cls(max(max_entries, n))
-        if n == 0:
-            return idx
+    def _fill(self, data: bytes, n: int, log_size: int) -> OffsetIndex | None:  # type: ignore[override]
         flat = array("I", struct.unpack(f">{2 * n}I", data))
         rel = flat[0::2]
         pos = flat[1::2]
@@ -125,41 +154,19 @@ class OffsetIndex:
             return None
         if pos[-1] >= log_size:
             return None
-        idx.rel = rel
-        idx.pos = pos
-        return idx
-
-    def save(self, path: Path, *, fsync: bool) -> None:
-        write_file_atomic(path, self.to_bytes(), fsync=fsync)
+        self.rel = rel
+        self.pos = pos
+        return self
 
     @classmethod
     def load(cls, path: Path, max_entries: int, log_size: int) -> OffsetIndex | None:
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        return cls.from_bytes(data, max_entries, log_size)
+        data = cls._read(path)
+        return None if data is None else cls.from_bytes(data, max_entries, log_size)
 
 
-class TimeIndex:
-    ENTRY_SIZE = 12
-    __slots__ = ("ts", "rel", "max_entries")
-
-    def __init__(self, max_entries: int) -> None:
-        self.ts = array("q")
-        self.rel = array("I")
-        self.max_entries = max(1, max_entries)
-
-    @classmethod
-    def for_index_bytes(cls, segment_index_bytes: int) -> TimeIndex:
-        return cls(segment_index_bytes // cls.ENTRY_SIZE)
-
-    def __len__(self) -> int:
-        return len(self.ts)
-
-    @property
-    def full(self) -> bool:
-        return len(self.ts) >= self.max_entries
+class TimeIndex(_SparseIndex):
+    _COLUMNS = (("ts", "q"), ("rel", "I"))
+    __slots__ = ("ts", "rel")
 
     def maybe_append(self, ts: int, rel: int) -> None:
         if ts < 0 or rel > _U32_MAX or rel < 0:
@@ -171,9 +178,6 @@ class TimeIndex:
         self.ts.append(ts)
         self.rel.append(rel)
 
-    def last(self) -> tuple[int, int] | None:
-        return (self.ts[-1], self.rel[-1]) if self.ts else None
-
     def lookup_before(self, ts: int) -> tuple[int, int] | None:
         """The entry with the largest timestamp strictly below ``ts``, or None."""
         i = bisect_left(self.ts, ts) - 1
@@ -181,13 +185,7 @@ class TimeIndex:
 
     def truncate_to_rel(self, rel: int) -> None:
         """Drop entries whose offset is >= base + rel."""
-        i = bisect_left(self.rel, rel)
-        del self.ts[i:]
-        del self.rel[i:]
-
-    def clear(self) -> None:
-        del self.ts[:]
-        del self.rel[:]
+        self._truncate(bisect_left(self.rel, rel))
 
     def to_bytes(self) -> bytes:
         n = len(self.ts)
@@ -198,30 +196,17 @@ class TimeIndex:
         flat[1::2] = self.rel
         return struct.pack(">" + "qI" * n, *flat)
 
-    @classmethod
-    def from_bytes(cls, data: bytes, max_entries: int) -> TimeIndex | None:
-        if len(data) % cls.ENTRY_SIZE:
-            return None
-        n = len(data) // cls.ENTRY_SIZE
-        idx = cls(max(max_entries, n))
-        if n == 0:
-            return idx
+    def _fill(self, data: bytes, n: int) -> TimeIndex | None:  # type: ignore[override]
         flat = struct.unpack(">" + "qI" * n, data)
         ts = array("q", flat[0::2])
         rel = array("I", flat[1::2])
         if ts[0] < 0 or not all(map(operator.lt, ts, ts[1:])) or not all(map(operator.le, rel, rel[1:])):
             return None
-        idx.ts = ts
-        idx.rel = rel
-        return idx
-
-    def save(self, path: Path, *, fsync: bool) -> None:
-        write_file_atomic(path, self.to_bytes(), fsync=fsync)
+        self.ts = ts
+        self.rel = rel
+        return self
 
     @classmethod
     def load(cls, path: Path, max_entries: int) -> TimeIndex | None:
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        return cls.from_bytes(data, max_entries)
+        data = cls._read(path)
+        return None if data is None else cls.from_bytes(data, max_entries)

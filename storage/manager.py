@@ -211,9 +211,6 @@ class LogManager:
         fsync_dir(self.data_dir)
         return stray
 
-    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
-        return self.create(topic, partition, config)
-
     def update_config(self, topic: str, config: LogConfig) -> None:
         """Apply a new config to every open partition of ``topic``."""
         for (t, _p), plog in self.logs().items():

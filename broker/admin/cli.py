@@ -190,6 +190,15 @@ def _emit_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str))
 
 
+def _show(args, data: Any, headers: list[str], rows: list[list[Any]]) -> int:
+    """``data`` as JSON with --json, else ``rows`` as a table; exit code 0."""
+    if args.json:
+        _emit_json(data)
+    else:
+        table(headers, rows)
+    return 0
+
+
 # ==================================================================== commands
 
 
@@ -199,11 +208,7 @@ def _topics(client, args) -> int:
 
     if args.action == "list":
         rows = ops.list_topics(client, include_internal=not args.exclude_internal)
-        if args.json:
-            _emit_json(rows)
-        else:
-            table(["TOPIC", "PARTITIONS", "INTERNAL"], [[r["topic"], r["partitions"], r["internal"]] for r in rows])
-        return 0
+        return _show(args, rows, ["TOPIC", "PARTITIONS", "INTERNAL"], [[r["topic"], r["partitions"], r["internal"]] for r in rows])
     if args.action == "describe":
         topics = ops.describe_topics(client, args.topics or None)
         failed = [t for t in topics if "error" in t]
@@ -314,11 +319,8 @@ def _groups(client, args) -> int:
 
     if args.action == "list":
         rows = ops.list_groups(client, args.state)
-        if args.json:
-            _emit_json(rows)
-        else:
-            table(["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"], [[r["group"], r["type"], r["state"], r["protocol_type"] or None] for r in rows])
-        return 0
+        return _show(args, rows, ["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"],
+                     [[r["group"], r["type"], r["state"], r["protocol_type"] or None] for r in rows])
     if args.action == "describe":
         d = ops.describe_group(client, args.group)
         missing = d["state"] == "Dead"
@@ -432,19 +434,12 @@ def _transactions(client, args) -> int:
 
     if args.action == "list":
         rows = ops.list_transactions(client, args.state)
-        if args.json:
-            _emit_json(rows)
-        else:
-            table(["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE"], [[r["transactional_id"], r["producer_id"], r["state"]] for r in rows])
-        return 0
+        return _show(args, rows, ["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE"],
+                     [[r["transactional_id"], r["producer_id"], r["state"]] for r in rows])
     d = ops.describe_transaction(client, args.transactional_id)
-    if args.json:
-        _emit_json(d)
-    else:
-        table(["TRANSACTIONAL-ID", "STATE", "PRODUCER-ID", "EPOCH", "TIMEOUT-MS", "START", "PARTITIONS"],
-              [[d["transactional_id"], d["state"], d["producer_id"], d["producer_epoch"], d["timeout_ms"], _time(d["start_time"]),
-                _partitions(d["partitions"])]])
-    return 0
+    return _show(args, d, ["TRANSACTIONAL-ID", "STATE", "PRODUCER-ID", "EPOCH", "TIMEOUT-MS", "START", "PARTITIONS"],
+                 [[d["transactional_id"], d["state"], d["producer_id"], d["producer_epoch"], d["timeout_ms"], _time(d["start_time"]),
+                   _partitions(d["partitions"])]])
 
 
 def run(args: argparse.Namespace) -> int:

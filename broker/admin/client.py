@@ -325,6 +325,14 @@ class AdminClient:
             refresh = True
             time.sleep(0.2)
 
+    def describe_group(self, group_id: str, api_key: int, groups_field: str = "group_ids") -> tuple[Any, ErrorCode]:
+        """The one group a describe request (``api_key``, naming it in ``groups_field``) answers, and its error code."""
+        _, resp = self.group_request(
+            group_id, api_key, lambda v: {groups_field: [group_id], "include_authorized_operations": False}, lambda r: r.groups[0].error_code
+        )
+        g = resp.groups[0]
+        return g, error_code(g.error_code)
+
     def all_nodes(self) -> list[Connection]:
         md = self.metadata([])
         return [self.node(b.node_id) for b in md.brokers]

@@ -264,11 +264,7 @@ def describe_group(client: AdminClient, group: str) -> dict:
     conn = client.coordinator(group)
     coordinator = {"id": client.coordinator_id(group), "host": conn.host, "port": conn.port}
     if conn.supports(CONSUMER_GROUP_DESCRIBE):
-        _, resp = client.group_request(
-            group, CONSUMER_GROUP_DESCRIBE, lambda v: {"group_ids": [group], "include_authorized_operations": False}, lambda r: r.groups[0].error_code
-        )
-        g = resp.groups[0]
-        code = error_code(g.error_code)
+        g, code = client.describe_group(group, CONSUMER_GROUP_DESCRIBE)
         if code == ErrorCode.none:
             return {
                 **modern_group(group, "consumer", g, coordinator),
@@ -293,11 +289,7 @@ def describe_group(client: AdminClient, group: str) -> dict:
             check(code, f"ConsumerGroupDescribe({group})", g.error_message)
     if (share := describe_share_group(client, group, coordinator)) is not None:
         return share
-    _, resp = client.group_request(
-        group, DESCRIBE_GROUPS, lambda v: {"groups": [group], "include_authorized_operations": False}, lambda r: r.groups[0].error_code
-    )
-    g = resp.groups[0]
-    code = error_code(g.error_code)
+    g, code = client.describe_group(group, DESCRIBE_GROUPS, "groups")
     if code == ErrorCode.group_id_not_found:
         return {"group": group, "type": None, "state": "Dead", "coordinator": coordinator, "members": []}
     check(code, f"DescribeGroups({group})", getattr(g, "error_message", None))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.errors import ErrorCode, error_code
+from protocol.errors import ErrorCode
 
 from .client import SHARE_GROUP_DESCRIBE, AdminClient, check
 
@@ -18,11 +18,7 @@ def describe_share_group(client: AdminClient, group: str, coordinator: dict) -> 
     group (or the broker has no ShareGroupDescribe)."""
     if not client.coordinator(group).supports(SHARE_GROUP_DESCRIBE):
         return None
-    _, resp = client.group_request(
-        group, SHARE_GROUP_DESCRIBE, lambda v: {"group_ids": [group], "include_authorized_operations": False}, lambda r: r.groups[0].error_code
-    )
-    g = resp.groups[0]
-    code = error_code(g.error_code)
+    g, code = client.describe_group(group, SHARE_GROUP_DESCRIBE)
     if code == ErrorCode.group_id_not_found:
         return None
     check(code, f"ShareGroupDescribe({group})", g.error_message)

@@ -23,6 +23,7 @@ from .classic_group import (
     STABLE,
     ClassicGroup,
     Member,
+    member_from,
 )
 from .common import Result
 from protocol.consumer_protocol import assigned_partitions
@@ -205,18 +206,7 @@ class ClassicGroups:
         return None
 
     def _add_member_and_rebalance(self, group: ClassicGroup, p: JoinParams, member_id: str, fut) -> list:
-        member = Member(
-            member_id=member_id,
-            group_instance_id=p.group_instance_id,
-            client_id=p.client_id,
-            client_host=p.client_host,
-            rebalance_timeout_ms=p.rebalance_timeout_ms,
-            session_timeout_ms=p.session_timeout_ms,
-            protocol_type=p.protocol_type,
-            protocols=list(p.protocols),
-            join_version=p.version,
-            is_new=True,
-        )
+        member = member_from(member_id, p, protocols=list(p.protocols), join_version=p.version, is_new=True)
         group.add(member)
         member.join_future = fut
         # the initial rebalance (entered from Empty, at any generation) may be extended
@@ -261,15 +251,7 @@ class ClassicGroups:
         before = group.state
         group.transition(PREPARING_REBALANCE, self.now())
         if group.rebalance is None:
-            group.rebalance = {
-                "started_ms": self.now(),
-                "generation_before": group.generation,
-                "reason": reason,
-                "joined": [],
-                "left": [],
-                "expired": [],
-                "assignment_before": {mid: m.assignment for mid, m in group.members.items()},
-            }
+            group.rebalance = self._new_rebalance(group, reason)
         self._event(group, "rebalance started", previous_state=before, reason=reason, members=len(group.members))
         if initial:
             delay = self.config.group_initial_rebalance_delay_ms
@@ -401,17 +383,21 @@ class ClassicGroups:
         group.pending_sync.clear()
         return self.prepare_rebalance(group, "Removing members that did not sync in time")
 
+    def _new_rebalance(self, group: ClassicGroup, reason: str) -> dict:
+        """The record of a rebalance that starts now, for its summary event."""
+        return {
+            "started_ms": self.now(),
+            "generation_before": group.generation,
+            "reason": reason,
+            "joined": [],
+            "left": [],
+            "expired": [],
+            "assignment_before": {mid: m.assignment for mid, m in group.members.items()},
+        }
+
     def _note_left(self, group, member_id, reason, *, expired=False):
         if group.rebalance is None:
-            group.rebalance = {
-                "started_ms": self.now(),
-                "generation_before": group.generation,
-                "reason": reason,
-                "joined": [],
-                "left": [],
-                "expired": [],
-                "assignment_before": {mid: m.assignment for mid, m in group.members.items()},
-            }
+            group.rebalance = self._new_rebalance(group, reason)
         self._note(group, "expired" if expired else "left", member_id, reason)
 
     def _reset_and_propagate_assignment_error(self, group: ClassicGroup, error: ErrorCode) -> None:

@@ -87,6 +87,15 @@ class Member:
         return None
 
 
+# what a member takes from its JoinGroup, or from the static member it replaces
+_JOIN_FIELDS = ("group_instance_id", "client_id", "client_host", "rebalance_timeout_ms", "session_timeout_ms", "protocol_type")
+
+
+def member_from(member_id: str, source, **rest) -> Member:
+    """A member ``member_id`` with the join fields of ``source`` (a JoinParams, or a member) and ``rest``."""
+    return Member(member_id=member_id, **{f: getattr(source, f) for f in _JOIN_FIELDS}, **rest)
+
+
 @dataclass(eq=False)
 class ClassicGroup:
     group_id: str
@@ -116,9 +125,6 @@ class ClassicGroup:
         self.previous_state = self.state
         self.state = target
         self.state_timestamp = now_ms
-
-    def is_(self, state: str) -> bool:
-        return self.state == state
 
     # -- members ----------------------------------------------------------
     @property
@@ -176,17 +182,7 @@ class ClassicGroup:
     def replace_static(self, old_id: str, new_id: str) -> Member:
         """Move a static member to a new member id, keeping its place and data."""
         old = self.members[old_id]
-        new = Member(
-            member_id=new_id,
-            group_instance_id=old.group_instance_id,
-            client_id=old.client_id,
-            client_host=old.client_host,
-            rebalance_timeout_ms=old.rebalance_timeout_ms,
-            session_timeout_ms=old.session_timeout_ms,
-            protocol_type=old.protocol_type,
-            protocols=old.protocols,
-            assignment=old.assignment,
-        )
+        new = member_from(new_id, old, protocols=old.protocols, assignment=old.assignment)
         self.members = {(new_id if k == old_id else k): (new if k == old_id else v) for k, v in self.members.items()}
         if old.join_future is not None:
             self.awaiting_count -= 1
@@ -199,10 +195,6 @@ class ClassicGroup:
         if self.leader_id == old_id:
             self.leader_id = new_id
         return new
-
-    def is_static(self, member_id: str) -> bool:
-        m = self.members.get(member_id)
-        return m is not None and m.group_instance_id is not None
 
     # -- protocols --------------------------------------------------------
     def candidate_protocols(self) -> set[str]:
@@ -262,12 +254,8 @@ class ClassicGroup:
     def record(self, assignments: dict[str, bytes] | None = None) -> tuple[GroupMetadataKey, GroupMetadataValue]:
         members = [
             MemberMetadata(
-                member_id=m.member_id,
-                group_instance_id=m.group_instance_id,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                rebalance_timeout=m.rebalance_timeout_ms,
-                session_timeout=m.session_timeout_ms,
+                member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id, client_host=m.client_host,
+                rebalance_timeout=m.rebalance_timeout_ms, session_timeout=m.session_timeout_ms,
                 subscription=m.metadata(self.protocol_name),
                 assignment=(assignments.get(m.member_id, b"") if assignments is not None else m.assignment),
             )

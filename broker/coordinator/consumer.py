@@ -58,6 +58,13 @@ def new_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
+def _subscription(m) -> dict:
+    """What a member record holds of a member and a static member's successor takes over."""
+    return {"instance_id": m.instance_id, "rack_id": m.rack_id, "subscribed_topic_names": list(m.subscribed_topic_names),
+            "subscribed_topic_regex": m.subscribed_topic_regex, "rebalance_timeout_ms": m.rebalance_timeout_ms,
+            "server_assignor": m.server_assignor}
+
+
 def _session_key(group_id: str, member_id: str) -> str:
     return f"consumer-session:{group_id}:{member_id}"
 
@@ -123,15 +130,7 @@ class ConsumerGroups(ShardPart):
         self._emit(
             ConsumerGroupMemberMetadataKey(group.group_id, m.member_id),
             ConsumerGroupMemberMetadataValue(
-                instance_id=m.instance_id,
-                rack_id=m.rack_id,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                subscribed_topic_names=list(m.subscribed_topic_names),
-                subscribed_topic_regex=m.subscribed_topic_regex,
-                rebalance_timeout_ms=m.rebalance_timeout_ms,
-                server_assignor=m.server_assignor,
-                classic_member_metadata=m.classic,
+                client_id=m.client_id, client_host=m.client_host, classic_member_metadata=m.classic, **_subscription(m),
             ),
         )
 
@@ -439,15 +438,7 @@ class ConsumerGroups(ShardPart):
         self.timers.cancel(_session_key(group.group_id, old.member_id))
         self.timers.cancel(_rebalance_key(group.group_id, old.member_id))
         self._remove_member_records(group, old.member_id)
-        member = ConsumerMember(
-            new_id,
-            instance_id=old.instance_id,
-            rack_id=old.rack_id,
-            subscribed_topic_names=list(old.subscribed_topic_names),
-            subscribed_topic_regex=old.subscribed_topic_regex,
-            rebalance_timeout_ms=old.rebalance_timeout_ms,
-            server_assignor=old.server_assignor,
-        )
+        member = ConsumerMember(new_id, **_subscription(old))
         self._add_member(group, member)
         self._write_member_metadata(group, member)
         self._write_target(group, new_id, target)

@@ -61,7 +61,9 @@ INITIAL_GROUP_EPOCH = 1
 
 
 @dataclass(eq=False)
-class ConsumerGroup:
+class EpochGroup:
+    """What consumer and share groups (KIP-848, KIP-932) both keep: the group's and its target's epochs."""
+
     group_id: str
     # A new group is at epoch 1 with an empty target assignment of epoch 1, so the first computed
     # assignment is epoch 2 (Kafka 4.2+, KAFKA-20268; 4.1 started at 0); nothing is written for epoch 1.
@@ -69,6 +71,10 @@ class ConsumerGroup:
     metadata_hash: int = 0
     assignment_epoch: int = INITIAL_GROUP_EPOCH
     assignment_timestamp: int = 0  # when the target was last computed (ms; 0: never, or before Kafka 4.4)
+
+
+@dataclass(eq=False)
+class ConsumerGroup(EpochGroup):
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)

@@ -2,35 +2,13 @@
 
 from __future__ import annotations
 
-from protocol.group_records import (
-    ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupCurrentMemberAssignmentValue,
-    ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMemberMetadataValue,
-    ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue,
-    ConsumerGroupPartitionMetadataKey,
-    ConsumerGroupRegularExpressionKey,
-    ConsumerGroupRegularExpressionValue,
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
-)
+from protocol.group_records import consumer as cg
 
 from .classic_group import ClassicGroup
 from .consumer import from_topic_partitions, to_topic_partitions
 from .consumer_group import INITIAL_GROUP_EPOCH, ConsumerGroup
 
-CONSUMER_KEYS = (
-    ConsumerGroupMetadataKey,
-    ConsumerGroupMemberMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupRegularExpressionKey,
-    ConsumerGroupPartitionMetadataKey,
-)
+CONSUMER_KEYS = tuple(record.key.cls for record in cg.RECORDS)  # types 3-8 and 16
 
 
 def replayed_group(groups: dict, group_id: str, cls=ConsumerGroup):
@@ -49,35 +27,35 @@ def replayed_group(groups: dict, group_id: str, cls=ConsumerGroup):
 
 def replay_consumer(groups: dict, key, value) -> None:
     gid = key.group_id
-    if isinstance(key, ConsumerGroupPartitionMetadataKey):
+    if isinstance(key, cg.ConsumerGroupPartitionMetadataKey):
         return  # superseded by the metadata hash in 4.1
     if value is None:
         group = groups.get(gid)
         if not isinstance(group, ConsumerGroup):
             return
-        if isinstance(key, ConsumerGroupMetadataKey):
+        if isinstance(key, cg.ConsumerGroupMetadataKey):
             del groups[gid]
-        elif isinstance(key, ConsumerGroupMemberMetadataKey):
+        elif isinstance(key, cg.ConsumerGroupMemberMetadataKey):
             group.remove_member(key.member_id)
-        elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
+        elif isinstance(key, cg.ConsumerGroupTargetAssignmentMemberKey):
             group.set_target(key.member_id, None)
-        elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
+        elif isinstance(key, cg.ConsumerGroupCurrentMemberAssignmentKey):
             member = group.members.get(key.member_id)
             if member is not None:
                 group.set_current(member, 0, -1, 0, {}, {})
-        elif isinstance(key, ConsumerGroupRegularExpressionKey):
+        elif isinstance(key, cg.ConsumerGroupRegularExpressionKey):
             group.regexes.pop(key.regular_expression, None)
             group.subscription_version += 1
-        elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
+        elif isinstance(key, cg.ConsumerGroupTargetAssignmentMetadataKey):
             group.assignment_epoch = INITIAL_GROUP_EPOCH
             group.assignment_timestamp = 0
         return
     group = replayed_group(groups, gid)
-    if isinstance(key, ConsumerGroupMetadataKey):
+    if isinstance(key, cg.ConsumerGroupMetadataKey):
         group.group_epoch = value.epoch
         group.metadata_hash = value.metadata_hash
         group.created = True
-    elif isinstance(key, ConsumerGroupMemberMetadataKey):
+    elif isinstance(key, cg.ConsumerGroupMemberMetadataKey):
         m = group.get_or_add_member(key.member_id)
         if m.instance_id is not None and value.instance_id != m.instance_id and group.static_members.get(m.instance_id) == m.member_id:
             del group.static_members[m.instance_id]
@@ -92,12 +70,12 @@ def replay_consumer(groups: dict, key, value) -> None:
         m.has_metadata = True
         if m.instance_id is not None:
             group.static_members[m.instance_id] = m.member_id
-    elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
+    elif isinstance(key, cg.ConsumerGroupTargetAssignmentMetadataKey):
         group.assignment_epoch = value.assignment_epoch
         group.assignment_timestamp = value.assignment_timestamp
-    elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
+    elif isinstance(key, cg.ConsumerGroupTargetAssignmentMemberKey):
         group.set_target(key.member_id, from_topic_partitions(value.topic_partitions))
-    elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
+    elif isinstance(key, cg.ConsumerGroupCurrentMemberAssignmentKey):
         m = group.get_or_add_member(key.member_id)
         group.set_current(
             m,
@@ -108,12 +86,12 @@ def replay_consumer(groups: dict, key, value) -> None:
             from_topic_partitions(value.partitions_pending_revocation),
             _assignment_epochs(value),
         )
-    elif isinstance(key, ConsumerGroupRegularExpressionKey):
+    elif isinstance(key, cg.ConsumerGroupRegularExpressionKey):
         group.regexes[key.regular_expression] = (frozenset(value.topics), value.version, value.timestamp)
         group.subscription_version += 1
 
 
-def _assignment_epochs(value: ConsumerGroupCurrentMemberAssignmentValue) -> dict | None:
+def _assignment_epochs(value: cg.ConsumerGroupCurrentMemberAssignmentValue) -> dict | None:
     """KIP-1251 epochs of a current assignment record; None if it has none (written before Kafka 4.3):
     ``set_current`` then takes the member's epoch. A topic without them takes it too."""
     out = None
@@ -135,14 +113,14 @@ def _assignment_epochs(value: ConsumerGroupCurrentMemberAssignmentValue) -> dict
 
 
 def _target_value(target):
-    return None if target is None else ConsumerGroupTargetAssignmentMemberValue(topic_partitions=to_topic_partitions(target))
+    return None if target is None else cg.ConsumerGroupTargetAssignmentMemberValue(topic_partitions=to_topic_partitions(target))
 
 
 def _current_value(fields):
     if fields is None:
         return None
     epoch, previous, state, assigned, pending, epochs = fields
-    return ConsumerGroupCurrentMemberAssignmentValue(
+    return cg.ConsumerGroupCurrentMemberAssignmentValue(
         member_epoch=epoch, previous_member_epoch=previous, state=state,
         assigned_partitions=to_topic_partitions(assigned, epochs), partitions_pending_revocation=to_topic_partitions(pending, epochs),
     )
@@ -155,11 +133,11 @@ def consumer_undo(groups: dict, key) -> tuple:
     only references to the state they replace (replay swaps those objects, never changes them in
     place), so the sorted partition lists are built only if an operation is rolled back."""
     cls = type(key)
-    if cls is ConsumerGroupTargetAssignmentMemberKey or cls is ConsumerGroupCurrentMemberAssignmentKey:
+    if cls is cg.ConsumerGroupTargetAssignmentMemberKey or cls is cg.ConsumerGroupCurrentMemberAssignmentKey:
         group = groups.get(key.group_id)
         if not isinstance(group, ConsumerGroup):
             return _none, None
-        if cls is ConsumerGroupTargetAssignmentMemberKey:
+        if cls is cg.ConsumerGroupTargetAssignmentMemberKey:
             return _target_value, group.target.get(key.member_id)
         m = group.members.get(key.member_id)
         return _current_value, None if m is None else (m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation, m.assignment_epochs)
@@ -180,28 +158,28 @@ def consumer_value(groups: dict, key):
     group = groups.get(key.group_id)
     if not isinstance(group, ConsumerGroup):
         return None
-    if isinstance(key, ConsumerGroupMetadataKey):
-        return ConsumerGroupMetadataValue(epoch=group.group_epoch, metadata_hash=group.metadata_hash) if group.created else None
-    if isinstance(key, ConsumerGroupMemberMetadataKey):
+    if isinstance(key, cg.ConsumerGroupMetadataKey):
+        return cg.ConsumerGroupMetadataValue(epoch=group.group_epoch, metadata_hash=group.metadata_hash) if group.created else None
+    if isinstance(key, cg.ConsumerGroupMemberMetadataKey):
         m = group.members.get(key.member_id)
         if m is None or not m.has_metadata:
             return None
-        return ConsumerGroupMemberMetadataValue(
+        return cg.ConsumerGroupMemberMetadataValue(
             instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
             subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
             rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor, classic_member_metadata=m.classic,
         )
-    if isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
-        return ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=group.assignment_epoch, assignment_timestamp=group.assignment_timestamp)
-    if isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
+    if isinstance(key, cg.ConsumerGroupTargetAssignmentMetadataKey):
+        return cg.ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=group.assignment_epoch, assignment_timestamp=group.assignment_timestamp)
+    if isinstance(key, cg.ConsumerGroupTargetAssignmentMemberKey):
         return _target_value(group.target.get(key.member_id))
-    if isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
+    if isinstance(key, cg.ConsumerGroupCurrentMemberAssignmentKey):
         m = group.members.get(key.member_id)
         return _current_value(None if m is None else (m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation, m.assignment_epochs))
-    if isinstance(key, ConsumerGroupRegularExpressionKey):
+    if isinstance(key, cg.ConsumerGroupRegularExpressionKey):
         entry = group.regexes.get(key.regular_expression)
         if entry is None:
             return None
         topics, version, timestamp = entry
-        return ConsumerGroupRegularExpressionValue(topics=sorted(topics), version=version, timestamp=timestamp)
+        return cg.ConsumerGroupRegularExpressionValue(topics=sorted(topics), version=version, timestamp=timestamp)
     return None

@@ -303,12 +303,8 @@ class Migration:
             partitions = {meta.by_id[tid]: sorted(parts) for tid, parts in target.items() if tid in meta.by_id}
             version = parse_subscription(protocols[0][1])[0] if protocols and parse_subscription(protocols[0][1]) else 0
             member = Member(
-                member_id=cm.member_id,
-                group_instance_id=cm.instance_id,
-                client_id=cm.client_id,
-                client_host=cm.client_host,
-                rebalance_timeout_ms=cm.rebalance_timeout_ms,
-                session_timeout_ms=cm.classic.session_timeout_ms,
+                member_id=cm.member_id, group_instance_id=cm.instance_id, client_id=cm.client_id, client_host=cm.client_host,
+                rebalance_timeout_ms=cm.rebalance_timeout_ms, session_timeout_ms=cm.classic.session_timeout_ms,
                 protocol_type="consumer",
                 protocols=protocols,
                 assignment=encode_assignment(partitions, version),

@@ -22,14 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from protocol.errors import ErrorCode
-from protocol.group_records import (
-    GroupMetadataKey,
-    OffsetCommitKey,
-    OffsetCommitValue,
-    UnknownRecordType,
-    decode_key,
-    decode_value,
-)
+from protocol.group_records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, UnknownRecordType, decode_key, decode_value
 
 from . import described
 from .classic import ClassicGroups

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 
 from protocol.group_records import share as rec
 
+from .consumer_group import INITIAL_GROUP_EPOCH, EpochGroup
 from .consumer_replay import replayed_group
 
 
 EMPTY, STABLE_GROUP, DEAD = "Empty", "Stable", "Dead"
 MEMBER_STABLE = 0
-INITIAL_GROUP_EPOCH = 1
 
 Assignment = dict[uuid.UUID, frozenset[int]]
 # topic id -> (topic name, partitions): the share-partition state entries of a group
@@ -54,12 +54,7 @@ class ShareMember:
 
 
 @dataclass(eq=False)
-class ShareGroup:
-    group_id: str
-    group_epoch: int = INITIAL_GROUP_EPOCH
-    metadata_hash: int = 0
-    assignment_epoch: int = INITIAL_GROUP_EPOCH
-    assignment_timestamp: int = 0
+class ShareGroup(EpochGroup):
     members: dict[str, ShareMember] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)
     created: bool = False  # a ShareGroupMetadata record exists

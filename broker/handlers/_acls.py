@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from protocol.errors import ErrorCode
 
 from ..security.authorizer import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType, _code
@@ -41,3 +43,25 @@ def refused(ctx, operation: Operation, no_authorizer: str) -> tuple[ErrorCode, s
     if ctx.broker.authorizer is None:
         return ErrorCode.security_disabled, no_authorizer
     return None
+
+
+
+def screened(items: str, fields: tuple[str, str, str, str], invalid: str, operation: Operation, no_authorizer: str, fail_all):
+    """A decorator for ``handle(ctx, req)`` of a request whose ``items`` (a field name) hold ACL codes:
+    an UNKNOWN code closes the connection (``invalid``), a refusal (:func:`refused`) fails every item
+    (``fail_all(req, code, message)``); the handler runs only past both."""
+
+    def wrap(handle):
+        @functools.wraps(handle)
+        async def screened_handle(ctx, req):
+            if unknown_code(getattr(req, items) or (), fields):
+                ctx.close_invalid(invalid)
+                return None
+            refusal = refused(ctx, operation, no_authorizer)
+            if refusal is not None:
+                return fail_all(req, *refusal)
+            return await handle(ctx, req)
+
+        return screened_handle
+
+    return wrap

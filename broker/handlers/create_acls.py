@@ -14,7 +14,7 @@ without a message, and nothing is created.
 from protocol.errors import ErrorCode
 
 from ..security.authorizer import Operation, PatternType, Permission, ResourceType, validate_new
-from ._acls import CREATION_CODES, binding, refused, unknown_code
+from ._acls import CREATION_CODES, binding, screened
 
 API_KEY = 30
 NAME = "CreateAcls"
@@ -25,14 +25,8 @@ def _all(req, code, message):
     return {"throttle_time": 0, "results": [{"error_code": code, "error_message": message} for _ in req.creations or ()]}
 
 
+@screened("creations", CREATION_CODES, "CreatableAcls contain unknown elements", Operation.ALTER, "No Authorizer is configured.", _all)
 async def handle(ctx, req):
-    if unknown_code(req.creations or (), CREATION_CODES):
-        ctx.close_invalid("CreatableAcls contain unknown elements")
-        return None
-    refusal = refused(ctx, Operation.ALTER, "No Authorizer is configured.")
-    if refusal is not None:
-        return _all(req, *refusal)
-    store = ctx.broker.acls
     bindings = [binding(c) for c in req.creations or ()]
     if any(
         b.resource_type == ResourceType.ANY or b.pattern_type in (PatternType.ANY, PatternType.MATCH) or b.operation == Operation.ANY or b.permission == Permission.ANY
@@ -48,5 +42,5 @@ async def handle(ctx, req):
         else:
             results.append({"error_code": ErrorCode.invalid_request, "error_message": why})
     if valid:
-        await store.create(valid)
+        await ctx.broker.acls.create(valid)
     return {"throttle_time": 0, "results": results}

@@ -9,7 +9,7 @@ removal is durable before the answer.
 from protocol.errors import ErrorCode
 
 from ..security.authorizer import Operation
-from ._acls import FILTER_CODES, acl_filter, refused, unknown_code
+from ._acls import FILTER_CODES, acl_filter, screened
 
 API_KEY = 31
 NAME = "DeleteAcls"
@@ -20,17 +20,11 @@ def _all(req, code, message):
     return {"throttle_time": 0, "filter_results": [{"error_code": code, "error_message": message, "matching_acls": []} for _ in req.filters or ()]}
 
 
+@screened("filters", FILTER_CODES, "Filters contain UNKNOWN elements", Operation.ALTER, "No Authorizer is configured.", _all)
 async def handle(ctx, req):
-    if unknown_code(req.filters or (), FILTER_CODES):
-        ctx.close_invalid("Filters contain UNKNOWN elements")
-        return None
-    refusal = refused(ctx, Operation.ALTER, "No Authorizer is configured.")
-    if refusal is not None:
-        return _all(req, *refusal)
-    store = ctx.broker.acls
     filters = [acl_filter(f) for f in req.filters or ()]
     valid = [f for f in filters if f.unknown() is None]
-    matched = iter(await store.delete(valid))
+    matched = iter(await ctx.broker.acls.delete(valid))
     results = []
     for f in filters:
         why = f.unknown()

@@ -90,15 +90,11 @@ def _resolve(ctx, req):
     authz = ctx.broker.authorizer
     plan = []
     for ft in req.topics or ():
+        topic, name, missing = cluster.lookup(by_id, ft.topic_id if by_id else ft.topic)
         if by_id:
-            topic_id = ft.topic_id  # kio reads the zero id as None
-            topic = cluster.by_id.get(topic_id) if topic_id is not None else None
-            missing = ErrorCode.unknown_topic_id
-            key = {"topic_id": topic_id or _ZERO_ID, "topic": topic.name if topic else ""}
+            key = {"topic_id": ft.topic_id or _ZERO_ID, "topic": name}
         else:
-            topic = cluster.topics.get(ft.topic)
-            missing = ErrorCode.unknown_topic_or_partition
-            key = {"topic": ft.topic, "topic_id": topic.topic_id if topic else _ZERO_ID}
+            key = {"topic": name, "topic_id": topic.topic_id if topic else _ZERO_ID}
         parts = []
         denied = authz is not None and (topic is not None or not by_id) and not ctx.allowed(Operation.READ, ResourceType.TOPIC, key["topic"])
         for fp in ft.partitions or ():

@@ -173,16 +173,8 @@ async def handle(ctx, req):
             return None if acks == 0 else _denied_all(req, by_id, ErrorCode.transactional_id_authorization_failed)
     responses = []
     for td in req.topic_data or ():
-        if by_id:
-            topic_id = td.topic_id  # kio reads the zero id as None
-            topic = cluster.by_id.get(topic_id) if topic_id is not None else None
-            missing = ErrorCode.unknown_topic_id
-            name = topic.name if topic else ""
-        else:
-            topic_id = None
-            name = td.name
-            topic = cluster.topics.get(name)
-            missing = ErrorCode.unknown_topic_or_partition
+        topic_id = td.topic_id if by_id else None
+        topic, name, missing = cluster.lookup(by_id, topic_id if by_id else td.name)
         parts = []
         denied = authz is not None and (topic is not None or not by_id) and not ctx.allowed(Operation.WRITE, ResourceType.TOPIC, name)
         for pd in td.partition_data or ():

@@ -83,10 +83,6 @@ class Security:
     scram_users: dict[str, dict[str, scram.ScramCredential]] = field(default_factory=dict, repr=False)
     handshake_timeout_s: float = 10.0
 
-    @property
-    def any_sasl(self) -> bool:
-        return any(li.sasl for li in self.listeners.values())
-
 
 def handshake_order(mechs) -> list[str]:
     """``new ArrayList<>(new HashSet<>(enabledMechanisms))``: the order Kafka's SaslHandshake answer lists them."""

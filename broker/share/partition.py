@@ -317,6 +317,3 @@ class SharePartition:
         """(state, delivery count) of an offset in flight (tests, DescribeShareGroupOffsets)."""
         entry = self.entries.get(offset)
         return None if entry is None else (entry.state, entry.count)
-
-    def acquired_count(self) -> int:
-        return sum(1 for e in self.entries.values() if e.state == ACQUIRED)

@@ -35,10 +35,13 @@ Strings are decoded leniently (invalid UTF-8 becomes U+FFFD) and encoded
 with ``?`` for unencodable characters, as Java's ``String`` conversions do.
 
 The offset-commit records dominate a replay, so their key and value have
-hand-unrolled paths; everything else goes through a small reader/writer.
+hand-unrolled paths; every other record is described once (fields, types,
+versions, tags, defaults, as Kafka's JSON schemas) and goes through the one
+codec of :mod:`._schema`, which also makes its dataclasses.
 
 Layout: :mod:`._codec` (record types, reader/writer, varints, caches,
-:class:`RecordFormatError`), :mod:`.classic` (offset commits and group
+:class:`RecordFormatError`), :mod:`._schema` (the descriptions' terms and
+their codec), :mod:`.classic` (offset commits and group
 metadata), :mod:`.consumer` (KIP-848 consumer-group records), :mod:`.share`
 (KIP-932 share-group records, imported on first need: a share record's bytes
 to decode, a share-group name looked up here); this module
@@ -55,27 +58,15 @@ from importlib import import_module
 from . import _codec, classic, consumer
 from ._codec import (
     _DECODE_ERRORS,
-    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
-    CONSUMER_GROUP_MEMBER_METADATA,
-    CONSUMER_GROUP_METADATA,
-    CONSUMER_GROUP_PARTITION_METADATA,
-    CONSUMER_GROUP_REGULAR_EXPRESSION,
-    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
-    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
-    GROUP_METADATA,
     LEGACY_OFFSET_COMMIT,
     OFFSET_COMMIT,
-    _dec_key_group,
-    _dec_key_two,
     _fail,
-    _key_group_only,
     _key_str,
-    _key_two_strings,
     _Reader,
     RecordFormatError,
 )
 from .classic import (
-    GROUP_METADATA_VALUE_VERSION,
+    GROUP_METADATA_RECORD,
     OFFSET_COMMIT_VALUE_VERSION,
     OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY,
     GroupMetadataKey,
@@ -83,10 +74,8 @@ from .classic import (
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
-    _dec_group_metadata,
     _dec_offset_commit,
     _dec_offset_key,
-    _enc_group_metadata,
     _enc_offset_commit,
 )
 from .consumer import (
@@ -109,7 +98,6 @@ from .consumer import (
     PartitionMetadata,
     TopicMetadata,
     TopicPartitions,
-    _check_v0,
 )
 
 # the names :mod:`.share` defines, given by ``__getattr__`` below once it is imported
@@ -139,9 +127,21 @@ _I16 = _codec._I16
 _I16I16 = _codec._I16I16
 _I32 = _codec._I32
 _offset_key_cache = classic._offset_key_cache
-# the version-0-only flexible values of the KIP-848 records, and of the KIP-932 ones once loaded
-_CG_ENCODERS = dict(consumer._CG_ENCODERS)
-_CG_DECODERS = dict(consumer._CG_DECODERS)
+
+# the described records (all but the offset commits) by record type, by key class and by value class;
+# the KIP-932 ones are added once loaded
+_BY_TYPE = {}
+_BY_KEY = {}
+_BY_VALUE = {}
+
+
+def _add(records) -> None:
+    for rec in records:
+        _BY_TYPE[rec.record_type] = rec
+        _BY_KEY[rec.key.cls] = rec
+        _BY_VALUE[rec.value.cls] = rec
+        VALUE_VERSIONS[rec.value.cls] = rec.versions
+
 
 __all__ = [
     "ClassicMemberMetadata",
@@ -189,17 +189,8 @@ class UnknownRecordType:
 
 
 # value class -> (lowest, highest) version it can be written at
-VALUE_VERSIONS: dict[type, tuple[int, int]] = {
-    OffsetCommitValue: (0, 4),
-    GroupMetadataValue: (0, 4),
-    ConsumerGroupMetadataValue: (0, 0),
-    ConsumerGroupPartitionMetadataValue: (0, 0),
-    ConsumerGroupMemberMetadataValue: (0, 0),
-    ConsumerGroupTargetAssignmentMetadataValue: (0, 0),
-    ConsumerGroupTargetAssignmentMemberValue: (0, 0),
-    ConsumerGroupCurrentMemberAssignmentValue: (0, 0),
-    ConsumerGroupRegularExpressionValue: (0, 0),
-}  # and the share-group values once loaded
+VALUE_VERSIONS: dict[type, tuple[int, int]] = {OffsetCommitValue: (0, 4)}
+_add([GROUP_METADATA_RECORD, *consumer.RECORDS])  # and the share-group records once loaded
 
 
 # --------------------------------------------------------------------------
@@ -213,43 +204,14 @@ def encode_key(key) -> bytes:
         g = _key_str(key.group)
         t = _key_str(key.topic)
         return _I16I16.pack(OFFSET_COMMIT, len(g)) + g + _I16.pack(len(t)) + t + _I32.pack(key.partition)
-    if cls is GroupMetadataKey:
-        return _key_group_only(GROUP_METADATA, key.group)
-    if cls is ConsumerGroupMetadataKey:
-        return _key_group_only(CONSUMER_GROUP_METADATA, key.group_id)
-    if cls is ConsumerGroupPartitionMetadataKey:
-        return _key_group_only(CONSUMER_GROUP_PARTITION_METADATA, key.group_id)
-    if cls is ConsumerGroupMemberMetadataKey:
-        return _key_two_strings(CONSUMER_GROUP_MEMBER_METADATA, key.group_id, key.member_id)
-    if cls is ConsumerGroupTargetAssignmentMetadataKey:
-        return _key_group_only(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, key.group_id)
-    if cls is ConsumerGroupTargetAssignmentMemberKey:
-        return _key_two_strings(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, key.group_id, key.member_id)
-    if cls is ConsumerGroupCurrentMemberAssignmentKey:
-        return _key_two_strings(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, key.group_id, key.member_id)
-    if cls is ConsumerGroupRegularExpressionKey:
-        return _key_two_strings(CONSUMER_GROUP_REGULAR_EXPRESSION, key.group_id, key.regular_expression)
-    enc = _SHARE_KEY_ENCODERS.get(cls) or _share_entry(_SHARE_KEY_ENCODERS, cls)
-    if enc is not None:
-        return enc(key)
+    rec = _BY_KEY.get(cls) or _share_entry(_BY_KEY, cls)
+    if rec is not None:
+        return rec.encode_key(key)
     if cls is UnknownRecordType:
         if key.data:
             return bytes(key.data)
         raise TypeError(f"cannot encode a key of unknown record type {key.record_type} without its bytes")
     raise TypeError(f"not a __consumer_offsets record key: {key!r}")
-
-_SHARE_KEY_ENCODERS: dict = {}  # filled by _load_share
-
-_KEY_DECODERS = {
-    GROUP_METADATA: _dec_key_group(GroupMetadataKey),
-    CONSUMER_GROUP_METADATA: _dec_key_group(ConsumerGroupMetadataKey),
-    CONSUMER_GROUP_PARTITION_METADATA: _dec_key_group(ConsumerGroupPartitionMetadataKey),
-    CONSUMER_GROUP_MEMBER_METADATA: _dec_key_two(ConsumerGroupMemberMetadataKey),
-    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: _dec_key_group(ConsumerGroupTargetAssignmentMetadataKey),
-    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: _dec_key_two(ConsumerGroupTargetAssignmentMemberKey),
-    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: _dec_key_two(ConsumerGroupCurrentMemberAssignmentKey),
-    CONSUMER_GROUP_REGULAR_EXPRESSION: _dec_key_two(ConsumerGroupRegularExpressionKey),
-}
 
 
 def decode_key(data: bytes):
@@ -267,11 +229,11 @@ def decode_key(data: bytes):
     try:
         if rtype == OFFSET_COMMIT or rtype == LEGACY_OFFSET_COMMIT:
             return _dec_offset_key(data, rtype == LEGACY_OFFSET_COMMIT)
-        dec = _KEY_DECODERS.get(rtype) or _share_entry(_KEY_DECODERS, rtype)
-        if dec is None:
+        rec = _BY_TYPE.get(rtype) or _share_entry(_BY_TYPE, rtype)
+        if rec is None:
             return UnknownRecordType(rtype, data)
         r = _Reader(data, 2)
-        key = dec(r)
+        key = rec.decode_key(r)
         if r.pos > len(data):
             _fail("record truncated")
         return key
@@ -297,12 +259,7 @@ def encode_value(value) -> bytes:
         if value.expire_timestamp >= 0:
             return _enc_offset_commit(value, OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY)
         return _enc_offset_commit(value, OFFSET_COMMIT_VALUE_VERSION)
-    if cls is GroupMetadataValue:
-        return _enc_group_metadata(value, GROUP_METADATA_VALUE_VERSION)
-    enc = _CG_ENCODERS.get(cls) or _share_entry(_CG_ENCODERS, cls)
-    if enc is None:
-        raise TypeError(f"not a __consumer_offsets record value: {value!r}")
-    return enc(value)
+    return _value_record(value).encode_value(value)
 
 
 def encode_value_version(value, version: int) -> bytes:
@@ -314,14 +271,15 @@ def encode_value_version(value, version: int) -> bytes:
     cls = type(value)
     if cls is OffsetCommitValue:
         return _enc_offset_commit(value, version)
-    if cls is GroupMetadataValue:
-        return _enc_group_metadata(value, version)
-    enc = _CG_ENCODERS.get(cls) or _share_entry(_CG_ENCODERS, cls)
-    if enc is None:
+    return _value_record(value).encode_value(value, version)
+
+
+def _value_record(value):
+    cls = type(value)
+    rec = _BY_VALUE.get(cls) or _share_entry(_BY_VALUE, cls)
+    if rec is None:
         raise TypeError(f"not a __consumer_offsets record value: {value!r}")
-    if version != 0:
-        raise ValueError(f"{cls.__name__} has no version {version}")
-    return enc(value)
+    return rec
 
 
 def decode_value(key, data: bytes | None):
@@ -345,18 +303,10 @@ def decode_value(key, data: bytes | None):
             if key.legacy and version != 0:
                 raise RecordFormatError(f"unknown LegacyOffsetCommitValue version {version}")
             return _dec_offset_commit(data, version)
-        if cls is GroupMetadataKey:
-            return _dec_group_metadata(data, version)
-        entry = _CG_DECODERS.get(cls) or _share_entry(_CG_DECODERS, cls)
-        if entry is None:
+        rec = _BY_KEY.get(cls) or _share_entry(_BY_KEY, cls)
+        if rec is None:
             raise TypeError(f"not a known __consumer_offsets record key: {key!r}")
-        name, dec = entry
-        _check_v0(name, version)
-        r = _Reader(data, 2)
-        value = dec(r)
-        if r.pos > len(data):
-            _fail("record truncated")
-        return value
+        return rec.decode_value(data, version)
     except RecordFormatError:
         raise
     except _DECODE_ERRORS as e:
@@ -374,34 +324,7 @@ def _load_share():
     global _share_loaded
     share = import_module(f"{__name__}.share")  # not ``from . import share``: that asks __getattr__ below
     if not _share_loaded:
-        from ._codec import (
-            SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
-            SHARE_GROUP_MEMBER_METADATA,
-            SHARE_GROUP_METADATA,
-            SHARE_GROUP_STATE_PARTITION_METADATA,
-            SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
-            SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
-        )
-
-        member_keys = {  # record type -> key class, for the keys of a group id and a member id
-            SHARE_GROUP_MEMBER_METADATA: share.ShareGroupMemberMetadataKey,
-            SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER: share.ShareGroupTargetAssignmentMemberKey,
-            SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT: share.ShareGroupCurrentMemberAssignmentKey,
-        }
-        group_keys = {  # ... and for those of a group id alone
-            SHARE_GROUP_METADATA: share.ShareGroupMetadataKey,
-            SHARE_GROUP_TARGET_ASSIGNMENT_METADATA: share.ShareGroupTargetAssignmentMetadataKey,
-            SHARE_GROUP_STATE_PARTITION_METADATA: share.ShareGroupStatePartitionMetadataKey,
-        }
-        for rtype, cls in member_keys.items():
-            _SHARE_KEY_ENCODERS[cls] = lambda k, rtype=rtype: _key_two_strings(rtype, k.group_id, k.member_id)
-            _KEY_DECODERS[rtype] = _dec_key_two(cls)
-        for rtype, cls in group_keys.items():
-            _SHARE_KEY_ENCODERS[cls] = lambda k, rtype=rtype: _key_group_only(rtype, k.group_id)
-            _KEY_DECODERS[rtype] = _dec_key_group(cls)
-        _CG_ENCODERS.update(share._SG_ENCODERS)
-        _CG_DECODERS.update(share._SG_DECODERS)
-        VALUE_VERSIONS.update({cls: (0, 0) for cls in share._SG_ENCODERS})
+        _add(share.RECORDS)
         globals().update({name: getattr(share, name) for name in _SHARE_NAMES})
         _share_loaded = True
     return share

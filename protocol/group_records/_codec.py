@@ -2,14 +2,18 @@
 
 Record-type numbers, :class:`RecordFormatError`, the struct formats, the
 bounds-checked :class:`_Reader` / :class:`_Writer` (classic and flexible
-encodings, varints, tagged fields), the bounded decode caches, and the
-helpers that encode and decode the non-flexible key structs.
+encodings, varints, tagged fields), the bounded decode caches and
+``_key_str`` (a key string's bytes, at most 32767). The records themselves are
+described in :mod:`._schema`'s terms by :mod:`.classic`, :mod:`.consumer` and
+:mod:`.share`.
 """
 
 from __future__ import annotations
 
 import struct
 import uuid
+
+from ..varint import put_uvarint, uvarint_rest
 
 
 class RecordFormatError(ValueError):
@@ -108,18 +112,7 @@ class _Reader:
         if b < 0x80:
             self.pos = p
             return b
-        result = b & 0x7F
-        shift = 7
-        while True:
-            b = data[p]
-            p += 1
-            result |= (b & 0x7F) << shift
-            if b < 0x80:
-                break
-            shift += 7
-            if shift > 28:
-                _fail("unsigned varint longer than 5 bytes")
-        self.pos = p
+        result, self.pos = uvarint_rest(data, p, b & 0x7F, 28, RecordFormatError, "unsigned varint longer than 5 bytes")
         return result
 
     def _take(self, n: int) -> bytes:
@@ -301,10 +294,7 @@ class _Writer:
 def _put_uvarint(buf: bytearray, v: int) -> None:
     if v < 0:
         raise ValueError("negative varint")
-    while v >= 0x80:
-        buf.append((v & 0x7F) | 0x80)
-        v >>= 7
-    buf.append(v)
+    put_uvarint(buf, v)
 
 
 def _uvarint_bytes(v: int) -> bytes:
@@ -345,7 +335,7 @@ def _cached_uuid(raw: bytes) -> uuid.UUID:
 
 
 # --------------------------------------------------------------------------
-# key structs (non-flexible; shared by all record types)
+# the offset-commit key's strings (the other keys go through ._schema)
 
 
 def _key_str(s: str) -> bytes:
@@ -353,29 +343,3 @@ def _key_str(s: str) -> bytes:
     if len(b) > 0x7FFF:
         raise ValueError("key string longer than 32767 bytes")
     return b
-
-
-def _key_group_only(record_type: int, group: str) -> bytes:
-    b = _key_str(group)
-    return _I16I16.pack(record_type, len(b)) + b
-
-
-def _key_two_strings(record_type: int, a: str, b: str) -> bytes:
-    ba = _key_str(a)
-    bb = _key_str(b)
-    return _I16I16.pack(record_type, len(ba)) + ba + _I16.pack(len(bb)) + bb
-
-
-def _dec_key_group(cls):
-    def dec(r: _Reader):
-        return cls(r.string())
-
-    return dec
-
-
-def _dec_key_two(cls):
-    def dec(r: _Reader):
-        a = r.string()
-        return cls(a, r.string())
-
-    return dec

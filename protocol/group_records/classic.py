@@ -2,7 +2,7 @@
 
 Keys, values, and their codecs. Offset commits dominate a replay, so their
 key and value have hand-unrolled decode paths that read the caches of
-:mod:`._codec` inline; everything else goes through ``_Reader`` / ``_Writer``.
+:mod:`._codec` inline; group metadata is described once (:mod:`._schema`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from . import _codec
 from ._codec import (
+    GROUP_METADATA,
     _CACHE_MAX,
     _LENIENT,
     _UTF8,
@@ -23,8 +24,8 @@ from ._codec import (
     _Reader,
     _utf8,
     _uvarint_bytes,
-    _Writer,
 )
+from ._schema import BYTES, INT32, INT64, NSTRING, STRING, Array, F, Record, Struct, key_of
 
 # Bound by assignment, not imported by name, because the code below calls their
 # methods: CPython 3.11 compiles ``name.method(...)`` on an imported name as an
@@ -65,11 +66,6 @@ class OffsetCommitKey:
     legacy: bool = field(default=False, compare=False, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
-class GroupMetadataKey:
-    group: str
-
-
 @dataclass(slots=True)
 class OffsetCommitValue:
     offset: int
@@ -81,26 +77,30 @@ class OffsetCommitValue:
     topic_id: uuid.UUID | None = None
 
 
-@dataclass(slots=True)
-class MemberMetadata:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout: int
-    session_timeout: int
-    subscription: bytes
-    assignment: bytes
+MEMBER_METADATA = Struct("MemberMetadata", [
+    F("member_id", STRING),
+    F("group_instance_id", NSTRING, None, since=3),
+    F("client_id", STRING),
+    F("client_host", STRING),
+    F("rebalance_timeout", INT32, -1, since=1),
+    F("session_timeout", INT32),
+    F("subscription", BYTES),
+    F("assignment", BYTES),
+], module=__name__)
 
+# GroupMetadataValue (type 2): versions 0-4, flexible from 4 (GroupMetadataValue.json)
+GROUP_METADATA_RECORD = Record(GROUP_METADATA, key_of("GroupMetadataKey", "group", module=__name__), Struct("GroupMetadataValue", [
+    F("protocol_type", STRING),
+    F("generation", INT32),
+    F("protocol", NSTRING),
+    F("leader", NSTRING),
+    F("current_state_timestamp", INT64, -1, since=2),
+    F("members", Array(MEMBER_METADATA), []),
+], module=__name__), versions=(0, 4), flexible=4, write_version=GROUP_METADATA_VALUE_VERSION)
 
-@dataclass(slots=True)
-class GroupMetadataValue:
-    protocol_type: str
-    generation: int
-    protocol: str | None
-    leader: str | None
-    current_state_timestamp: int = -1
-    members: list[MemberMetadata] = field(default_factory=list)
+MemberMetadata = MEMBER_METADATA.cls
+GroupMetadataKey = GROUP_METADATA_RECORD.key.cls
+GroupMetadataValue = GROUP_METADATA_RECORD.value.cls
 
 
 # --------------------------------------------------------------------------
@@ -222,99 +222,3 @@ def _dec_offset_commit(data: bytes, version: int) -> OffsetCommitValue:
         (commit,) = _I64.unpack_from(data, q)
         expire = -1
     return OffsetCommitValue(offset, epoch, data[p:q].decode(_UTF8, _LENIENT) if mlen else "", commit, expire, None)
-
-
-# --------------------------------------------------------------------------
-# GroupMetadataValue (type 2)
-
-
-def _enc_group_metadata(v: GroupMetadataValue, version: int) -> bytes:
-    if not 0 <= version <= 4:
-        raise ValueError(f"GroupMetadataValue has no version {version}")
-    w = _Writer(version)
-    if version >= 4:
-        w.cstring(v.protocol_type)
-        w.i32(v.generation)
-        w.cnstring(v.protocol)
-        w.cnstring(v.leader)
-        w.i64(v.current_state_timestamp)
-        w.carray_len(len(v.members))
-        for m in v.members:
-            w.cstring(m.member_id)
-            w.cnstring(m.group_instance_id)
-            w.cstring(m.client_id)
-            w.cstring(m.client_host)
-            w.i32(m.rebalance_timeout)
-            w.i32(m.session_timeout)
-            w.cbytes(m.subscription)
-            w.cbytes(m.assignment)
-            w.tags()
-        w.tags()
-        return w.done()
-    w.string(v.protocol_type)
-    w.i32(v.generation)
-    w.nstring(v.protocol)
-    w.nstring(v.leader)
-    if version >= 2:
-        w.i64(v.current_state_timestamp)
-    w.array_len(len(v.members))
-    for m in v.members:
-        w.string(m.member_id)
-        if version >= 3:
-            w.nstring(m.group_instance_id)
-        w.string(m.client_id)
-        w.string(m.client_host)
-        if version >= 1:
-            w.i32(m.rebalance_timeout)
-        w.i32(m.session_timeout)
-        w.bytes_(m.subscription)
-        w.bytes_(m.assignment)
-    return w.done()
-
-
-def _dec_group_metadata(data: bytes, version: int) -> GroupMetadataValue:
-    r = _Reader(data, 2)
-    members: list[MemberMetadata] = []
-    if version == 4:
-        protocol_type = r.cstring()
-        generation = r.i32()
-        protocol = r.cnstring()
-        leader = r.cnstring()
-        ts = r.i64()
-        for _ in range(r.carray_len()):
-            member_id = r.cstring()
-            instance_id = r.cnstring()
-            client_id = r.cstring()
-            client_host = r.cstring()
-            rebalance_timeout = r.i32()
-            session_timeout = r.i32()
-            subscription = r.cbytes()
-            assignment = r.cbytes()
-            r.tags()
-            members.append(
-                MemberMetadata(member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout, subscription, assignment)
-            )
-        r.tags()
-    elif 0 <= version <= 3:
-        protocol_type = r.string()
-        generation = r.i32()
-        protocol = r.nstring()
-        leader = r.nstring()
-        ts = r.i64() if version >= 2 else -1
-        for _ in range(r.array_len()):
-            member_id = r.string()
-            instance_id = r.nstring() if version >= 3 else None
-            client_id = r.string()
-            client_host = r.string()
-            rebalance_timeout = r.i32() if version >= 1 else -1
-            session_timeout = r.i32()
-            subscription = r.bytes_()
-            assignment = r.bytes_()
-            members.append(
-                MemberMetadata(member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout, subscription, assignment)
-            )
-    else:
-        raise RecordFormatError(f"unknown GroupMetadataValue version {version}")
-    if r.pos > len(data):
-        _fail("record truncated")
-    return GroupMetadataValue(protocol_type, generation, protocol, leader, ts, members)

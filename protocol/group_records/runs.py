@@ -60,6 +60,10 @@ _OD2_HI = bytes((2 * d) >> 7 for d in range(8192))
 
 _formats: dict[tuple, struct.Struct] = {}
 
+# the non-flexible value versions: (size without metadata, metadata length's place, row format with
+# the metadata's bytes (``%`` its length), row format without)
+_CLASSIC_VALUES = {3: (24, 14, "hqi2x%dsq", "hqi2xq"), 1: (28, 10, "hq2x%dsqq", "hq2xqq")}
+
 
 class Truncated(CorruptRecordError):
     """The records section ends inside a record."""
@@ -127,22 +131,15 @@ def _layout(data, pos: int):
             const += range(v_at + 14, v_at + 14 + msize)
             const.append(v_at + 22 + msize + mlen)
             fmt.append(f"hqi{msize}x{mlen}sqx" if mlen else "hqixqx")
-        elif version == 3:
-            if vlen < 24:
+        elif version in _CLASSIC_VALUES:
+            size, at, with_metadata, without = _CLASSIC_VALUES[version]
+            if vlen < size:
                 return None
-            mlen = _u16(data, vp + 14)
-            if mlen >= 0x8000 or vlen != 24 + mlen:
+            mlen = _u16(data, vp + at)
+            if mlen >= 0x8000 or vlen != size + mlen:
                 return None
-            const += (v_at + 14, v_at + 15)
-            fmt.append(f"hqi2x{mlen}sq" if mlen else "hqi2xq")
-        elif version == 1:
-            if vlen < 28:
-                return None
-            mlen = _u16(data, vp + 10)
-            if mlen >= 0x8000 or vlen != 28 + mlen:
-                return None
-            const += (v_at + 10, v_at + 11)
-            fmt.append(f"hq2x{mlen}sqq" if mlen else "hq2xqq")
+            const += (v_at + at, v_at + at + 1)
+            fmt.append(with_metadata % mlen if mlen else without)
         else:
             return None
         hp = vp + vlen

@@ -215,7 +215,8 @@ async def test_markers_that_fail_to_be_written_are_tried_again_until_they_are():
     from broker.coordinator.common import CoordinatorError
     from broker.testing import Broker
     from protocol.errors import ErrorCode
-    from tests.integration.test_backpressure import Client, until
+    from tests.integration.test_backpressure import Client
+    from tests.wait import async_wait_until
 
     async with Broker() as broker:
         await broker.create_topic("m", 1)
@@ -249,7 +250,7 @@ async def test_markers_that_fail_to_be_written_are_tried_again_until_they_are():
         end = await client.request(26, 3, {"transactional_id": "flaky", "producer_id": pid, "producer_epoch": epoch, "committed": True})
         assert end.error_code == ErrorCode.none
         log = broker.cluster.partition("m", 0).log
-        await until(lambda: log.last_stable_offset == log.log_end_offset, what="the COMMIT marker, after the failed tries")
+        await async_wait_until(lambda: log.last_stable_offset == log.log_end_offset, what="the COMMIT marker, after the failed tries")
         assert len(failures) == 3
-        await until(lambda: coordinator.describe(["flaky"])[0].state == "CompleteCommit", what="COMPLETE_COMMIT")
+        await async_wait_until(lambda: coordinator.describe(["flaky"])[0].state == "CompleteCommit", what="COMPLETE_COMMIT")
         client.close()

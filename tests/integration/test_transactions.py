@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.txn import read_all
+from tests.wait import wait_until
 
 QUIET = {"log_level": 3}
 
@@ -110,9 +111,8 @@ def test_offsets_sent_to_a_transaction_count_only_when_it_commits(group_broker):
     p.produce(topic, value=b"y", partition=0)
     p.send_offsets_to_transaction([TopicPartition(topic, 0, 7)], meta, 30)
     p.commit_transaction(30)
-    deadline = time.monotonic() + 30
-    while c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset != 7:  # the marker reaches the group coordinator after the answer
-        assert time.monotonic() < deadline, "the transaction's offset never became the group's"
+    # the marker reaches the group coordinator after the answer
+    wait_until(lambda: c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset == 7, what="the transaction's offset to become the group's")
     c.close()
 
 

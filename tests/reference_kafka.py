@@ -332,7 +332,8 @@ class ReferenceKafka:
                 return 1 in admin.list_topics(timeout=2).brokers
             return False
 
-        wait_until(registered, timeout=left(), interval=0.1, what="reference Kafka to answer Metadata as broker 1", describe=lambda: self.logs(40))
+        wait_until(registered, timeout=left(), interval=0.1, what="reference Kafka to answer Metadata as broker 1",
+                   describe=lambda: self.logs(40))
 
     def _check_alive(self) -> None:
         if self.proc is None or self.proc.poll() is not None:

@@ -129,7 +129,8 @@ def admin(broker) -> AdminClient:
 def create_topic(broker, topic: str, partitions: int) -> None:
     a = admin(broker)
     a.create_topics([NewTopic(topic, partitions, 1)], request_timeout=15)[topic].result(30)
-    wait_until(lambda: len(getattr(a.list_topics(topic=topic, timeout=10).topics.get(topic), "partitions", {})) == partitions, what=f"metadata of {topic} with {partitions} partitions", timeout=WAIT_S)
+    wait_until(lambda: len(getattr(a.list_topics(topic=topic, timeout=10).topics.get(topic), "partitions", {})) == partitions,
+               timeout=WAIT_S, what=f"metadata of {topic} with {partitions} partitions")
 
 
 def produce(broker, topic: str, records: list[tuple[int, bytes]]) -> None:
@@ -281,7 +282,7 @@ def wait_group(what: str, members: list[Member], predicate: Callable[[], bool], 
         check_alive(members)
         return predicate()
 
-    wait_until(check, what=what, timeout=timeout, describe=lambda: f"{members}\n--- broker log tail ---\n{broker_logs(broker)}")
+    wait_until(check, timeout=timeout, what=what, describe=lambda: f"{members}\n--- broker log tail ---\n{broker_logs(broker)}")
 
 
 def settle(members: list[Member], quiet_s: float = 4 * HEARTBEAT_MS / 1000) -> None:
@@ -495,7 +496,7 @@ def test_describe_consumer_group(kip848_broker):
             d = describe(kip848_broker, group)
             return d if d.state == ConsumerGroupState.STABLE and len(d.members) == 2 else None
 
-        d = wait_until(stable, what="the group to be described as Stable with 2 members", timeout=WAIT_S)
+        d = wait_until(stable, timeout=WAIT_S, what="the group to be described as Stable with 2 members")
         assert d.group_id == group
         assert d.type == ConsumerGroupType.CONSUMER
         assert d.is_simple_consumer_group is False
@@ -539,7 +540,8 @@ def test_list_groups_shows_consumer_type(kip848_broker):
     try:
         classic.subscribe([topic])
         wait_group("the member to get all 3 partitions", [member], lambda: complete_and_disjoint([member], 3), kip848_broker)
-        wait_until(lambda: classic.poll(0.1) is None and classic.assignment(), what="the classic consumer to get its assignment", timeout=WAIT_S)
+        wait_until(lambda: classic.poll(0.1) is None and classic.assignment(), timeout=WAIT_S,
+                   what="the classic consumer to get its assignment")
         a = admin(kip848_broker)
 
         def listing(**kw):

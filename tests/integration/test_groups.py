@@ -69,7 +69,8 @@ def admin(broker) -> AdminClient:
 def create_topic(broker, topic: str, partitions: int) -> None:
     a = admin(broker)
     a.create_topics([NewTopic(topic, partitions, 1)], request_timeout=15)[topic].result(30)
-    wait_until(lambda: len(getattr(a.list_topics(topic=topic, timeout=10).topics.get(topic), "partitions", {})) == partitions, what=f"metadata of {topic} with {partitions} partitions", timeout=WAIT_S)
+    wait_until(lambda: len(getattr(a.list_topics(topic=topic, timeout=10).topics.get(topic), "partitions", {})) == partitions,
+               timeout=WAIT_S, what=f"metadata of {topic} with {partitions} partitions")
 
 
 def produce(broker, topic: str, records: list[tuple[int, bytes]]) -> None:
@@ -285,7 +286,7 @@ class KafkaPythonMember(Member):
             # Know the topic's partitions before joining. kafka-python 3.0.12 has a bug: a leader that
             # assigned without topic metadata rejoins, and if that rejoin finishes while poll() is not
             # waiting for it, the result is dropped and the member never applies it (it stops heartbeating).
-            wait_until(lambda: c.partitions_for_topic(self.topic), what=f"{self.name}: metadata of {self.topic}", timeout=WAIT_S)
+            wait_until(lambda: c.partitions_for_topic(self.topic), timeout=WAIT_S, what=f"{self.name}: metadata of {self.topic}")
             c.subscribe(topics=[self.topic], listener=Listener())
             coordinator = c._coordinator
             while not self._stop.is_set():
@@ -384,7 +385,9 @@ def balanced(members: list[Member], partitions: int, after_generation: int = 0) 
 
 def wait_balanced(members: list[Member], partitions: int, after_generation: int = 0) -> list[frozenset[int]]:
     """Wait for a rebalance to settle: see ``balanced``."""
-    return wait_until(lambda: balanced(members, partitions, after_generation), what=f"{len(members)} members to share {partitions} partitions in a generation after {after_generation}", describe=lambda: repr(members), timeout=WAIT_S)
+    return wait_until(lambda: balanced(members, partitions, after_generation), timeout=WAIT_S,
+                      what=f"{len(members)} members to share {partitions} partitions in a generation after {after_generation}",
+                      describe=lambda: repr(members))
 
 
 # -- 1 + 2: membership changes rebalance the group, for every client and assignor -----------
@@ -475,7 +478,8 @@ def test_static_member_rejoins_without_rebalance(group_broker):
         # ... and come back under the same group.instance.id
         again = ConfluentMember(group_broker.bootstrap, group, topic, "range", name="static-2", **static_conf).start()
         members.append(again)
-        wait_until(lambda: again.assignment and again.generation == generation, what="the restarted static member's assignment", describe=lambda: repr(members), timeout=WAIT_S)
+        wait_until(lambda: again.assignment and again.generation == generation, timeout=WAIT_S,
+                   what="the restarted static member's assignment", describe=lambda: repr(members))
         assert again.assignment == static_parts
         assert again.member_id and again.member_id != old_member_id  # a replacement gets a new member id
         assert other.assignment == other_parts and other.generation == generation

@@ -173,7 +173,8 @@ async def test_a_client_leaving_with_member_requests_queued_leaves_no_evidence_o
             leaver.writer.write(b"".join(request_bytes(8, 9, {**commit(f"{GROUP}-member", i), "member_id": "m1"}, i) for i in range(1, n + 1)))
             await leaver.writer.drain()
             conn = await server_side(broker, leaver)
-            await async_wait_until(lambda conn=conn: (conn.inflight and len(conn.inflight) >= _MAX_INFLIGHT) or conn.closing, what="the pipeline to fill")
+            await async_wait_until(lambda conn=conn: (conn.inflight and len(conn.inflight) >= _MAX_INFLIGHT) or conn.closing,
+                                   what="the pipeline to fill")
             assert arrivals.waiting(f"{GROUP}-member", "m1")
             leaver.writer.transport.abort()
             await async_wait_until(lambda conn=conn: conn not in broker.server.connections, what="the broker to drop the client")

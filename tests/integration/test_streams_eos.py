@@ -184,7 +184,8 @@ def test_word_count_is_exactly_once_across_broker_and_app_kill_9(own_broker, tmp
         progress_since(app, 0, RECORDS // 6)
         broker.kill()
         down_at = producer.sent
-        wait_until(lambda: producer.sent >= down_at + OUTAGE_S * RATE, what="records written while the broker is down", timeout=OUTAGE_S + WAIT_S)
+        wait_until(lambda: producer.sent >= down_at + OUTAGE_S * RATE, timeout=OUTAGE_S + WAIT_S,
+                   what="records written while the broker is down")
         broker.start()
         mark = len(app.events)
         progress_since(app, mark, RECORDS // 6)  # it is processing again, through the same broker
@@ -195,7 +196,7 @@ def test_word_count_is_exactly_once_across_broker_and_app_kill_9(own_broker, tmp
         apps.append(app)
         progress_since(app, 0, RECORDS // 10)
 
-        wait_until(lambda: not producer.is_alive(), what="the producer to finish", timeout=RECORDS / RATE + WAIT_S)
+        wait_until(lambda: not producer.is_alive(), timeout=RECORDS / RATE + WAIT_S, what="the producer to finish")
         assert producer.unflushed == 0 and not producer.errors, (producer.unflushed, producer.errors[:5])
 
         # the input is exactly what was produced (the idempotent producer wrote nothing twice)

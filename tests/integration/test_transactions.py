@@ -112,7 +112,8 @@ def test_offsets_sent_to_a_transaction_count_only_when_it_commits(group_broker):
     p.send_offsets_to_transaction([TopicPartition(topic, 0, 7)], meta, 30)
     p.commit_transaction(30)
     # the marker reaches the group coordinator after the answer
-    wait_until(lambda: c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset == 7, what="the transaction's offset to become the group's")
+    wait_until(lambda: c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset == 7,
+               what="the transaction's offset to become the group's")
     c.close()
 
 

@@ -41,6 +41,8 @@ import uuid
 import zipfile
 from pathlib import Path
 
+from tests.wait import wait_until
+
 ROOT = Path(__file__).resolve().parent.parent
 POM_DIR = ROOT / "tests" / "java" / "kafka-broker"
 DEFAULT_KAFKA_VERSION = "4.4.0"
@@ -305,14 +307,17 @@ class ReferenceKafka:
         return self
 
     def _wait_ready(self, deadline: float) -> None:
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         # 1. the listener accepts connections
-        while True:
+        def listening() -> bool:
             self._check_alive()
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"reference Kafka did not open port {self.port}\n{self.logs(40)}")
-            time.sleep(0.1)
+                return True
+            return False
+
+        wait_until(listening, timeout=left(), what=f"reference Kafka to open port {self.port}", describe=lambda: self.logs(40))
         # 2. the broker answers Metadata with itself as a registered, unfenced broker
         from confluent_kafka.admin import AdminClient
 
@@ -320,15 +325,15 @@ class ReferenceKafka:
         quiet.addHandler(logging.NullHandler())
         quiet.propagate = False
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "logger": quiet})
-        while True:
+
+        def registered() -> bool:
             self._check_alive()
             with contextlib.suppress(Exception):
-                md = admin.list_topics(timeout=2)
-                if 1 in md.brokers:
-                    return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"reference Kafka did not answer Metadata\n{self.logs(40)}")
-            time.sleep(0.2)
+                return 1 in admin.list_topics(timeout=2).brokers
+            return False
+
+        wait_until(registered, timeout=left(), interval=0.1, what="reference Kafka to answer Metadata as broker 1",
+                   describe=lambda: self.logs(40))
 
     def _check_alive(self) -> None:
         if self.proc is None or self.proc.poll() is not None:

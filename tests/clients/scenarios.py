@@ -15,13 +15,13 @@ every partition committed at its end.
 
 from __future__ import annotations
 
-import time
 import uuid
 
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.clients import harness
+from tests.wait import wait_until
 
 PARTITIONS = 3
 COUNT = 30
@@ -39,10 +39,8 @@ def broker_tail(broker, last: int = 40) -> str:
 def create_topic(broker, topic: str, partitions: int = PARTITIONS) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)], request_timeout=15)[topic].result(30)
-    deadline = time.monotonic() + 30
-    while len(getattr(admin.list_topics(topic=topic, timeout=10).topics.get(topic), "partitions", {}) or {}) != partitions:
-        assert time.monotonic() < deadline, f"metadata of {topic} never showed {partitions} partitions"
-        time.sleep(0.1)
+    wait_until(lambda: len(getattr(admin.list_topics(topic=topic, timeout=10).topics.get(topic), "partitions", {}) or {}) == partitions,
+               what=f"metadata of {topic} with {partitions} partitions")
 
 
 def produce_python(broker, topic: str, count: int = COUNT, partitions: int = PARTITIONS, prefix: str = "v") -> None:

@@ -23,13 +23,13 @@ setting through ``--set``), compiled once by the ``java_toolchain`` fixture.
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
 from tests.clients import harness
 from tests.clients.scenarios import broker_tail, committed_offsets, create_topic, produce_python, unique
 from tests.clients.toolchains import CONSUMER_GROUPS_MAIN, JAVA_FLAGS
+from tests.wait import wait_until
 
 WAIT_S = 60
 RANGE = "partition.assignment.strategy=org.apache.kafka.clients.consumer.RangeAssignor"
@@ -54,17 +54,6 @@ def status(m: harness.Harness) -> dict:
     return m.request("status", "status", timeout=30)
 
 
-def wait_until(what: str, predicate, describe, timeout: float = WAIT_S):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{describe()}")
-        time.sleep(0.2)
-
-
 def wait_split(broker, members: list[harness.Harness], partitions: int, what: str) -> dict[str, frozenset[int]]:
     """Wait until the members' assignments are disjoint, complete and each non-empty."""
     last: dict[str, frozenset[int]] = {}
@@ -75,7 +64,8 @@ def wait_split(broker, members: list[harness.Harness], partitions: int, what: st
         owned = sorted(p for a in last.values() for p in a)
         return owned == list(range(partitions)) and all(last.values())
 
-    wait_until(what, check, lambda: f"{last}\n" + "\n".join(m.describe(12) for m in members) + broker_tail(broker))
+    wait_until(check, timeout=WAIT_S, what=what,
+               describe=lambda: f"{last}\n" + "\n".join(m.describe(12) for m in members) + broker_tail(broker))
     return dict(last)
 
 
@@ -144,8 +134,8 @@ def test_java_classic_group(variant, java_toolchain, broker):
             assert frozenset(range(partitions)) in revoked, (revoked, a.describe())
 
         produce_python(broker, topic, count=20, partitions=partitions)
-        wait_until("a and b to consume the 20 records", lambda: len(records(a)) + len(records(b)) >= 20,
-                   lambda: a.describe(10) + b.describe(10) + broker_tail(broker))
+        wait_until(lambda: len(records(a)) + len(records(b)) >= 20, timeout=WAIT_S, what="a and b to consume the 20 records",
+                   describe=lambda: a.describe(10) + b.describe(10) + broker_tail(broker))
         got = records(a) + records(b)
         assert sorted(k for _p, _o, k, _v in got) == sorted(f"k{i}" for i in range(20)), got
         for m in (a, b):
@@ -158,8 +148,8 @@ def test_java_classic_group(variant, java_toolchain, broker):
         if variant == "static":
             # b restarts under the same group.instance.id: it gets its partitions back and resumes at its
             # commit, and a, which stays, sees no rebalance at all
-            wait_until("a and b to consume the 8 new records", lambda: len(records(a)) + len(records(b)) >= 28,
-                       lambda: a.describe(10) + b.describe(10))
+            wait_until(lambda: len(records(a)) + len(records(b)) >= 28, timeout=WAIT_S, what="a and b to consume the 8 new records",
+                       describe=lambda: a.describe(10) + b.describe(10))
             b_had = split["member-b"]
             generation = status(a)["generation"]
             a_events = len(a.events)
@@ -170,7 +160,7 @@ def test_java_classic_group(variant, java_toolchain, broker):
             b2.wait_for("the restarted static member's assignment", "assigned", timeout=WAIT_S)
             assert frozenset(p for _t, p in status(b2)["assignment"]) == b_had, b2.describe()
             # b did not commit the 8 new records: b2 reads its 4 again, from the commit
-            wait_until("b2 to consume from its commit", lambda: len(records(b2)) >= 4, b2.describe)
+            wait_until(lambda: len(records(b2)) >= 4, timeout=WAIT_S, what="b2 to consume from its commit", describe=b2.describe)
             starts = {}
             for p, o, _k, _v in records(b2):
                 starts.setdefault(p, o)
@@ -248,7 +238,8 @@ def test_kafka_consumer_groups_tool(protocol, java_toolchain, broker):
     settings = ["group.protocol=consumer"] if protocol == "consumer" else []
     m = member(tc, broker, topic, group, "cgc-member", *settings)
     try:
-        wait_until("the member to consume 30 records", lambda: len(records(m)) >= 30, lambda: m.describe() + broker_tail(broker))
+        wait_until(lambda: len(records(m)) >= 30, timeout=WAIT_S, what="the member to consume 30 records",
+                   describe=lambda: m.describe() + broker_tail(broker))
         assert commit(m) == {p: 10 for p in range(partitions)}
         member_id = status(m)["member_id"]
 
@@ -277,8 +268,8 @@ def test_kafka_consumer_groups_tool(protocol, java_toolchain, broker):
     finally:
         close(m)
 
-    wait_until("the group to be Empty", lambda: table(consumer_groups(tc, broker, "--describe", "--group", group, "--state").stdout)[0]["STATE"] == "Empty",
-               lambda: broker_tail(broker))
+    wait_until(lambda: table(consumer_groups(tc, broker, "--describe", "--group", group, "--state").stdout)[0]["STATE"] == "Empty",
+               timeout=WAIT_S, what="the group to be Empty", describe=lambda: broker_tail(broker))
     dry = table(consumer_groups(tc, broker, "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--dry-run").stdout)
     assert sorted((int(r["PARTITION"]), r["NEW-OFFSET"]) for r in dry) == [(p, "0") for p in range(partitions)], dry
     assert committed_offsets(broker, group, topic) == {p: 10 for p in range(partitions)}, "--dry-run changed the offsets"
@@ -299,8 +290,8 @@ def test_kafka_consumer_groups_tool(protocol, java_toolchain, broker):
     assert starts == {0: 3, 1: 4, 2: 3} and len(records(again)) == 20, again.describe()
     assert committed_offsets(broker, group, topic) == {p: 10 for p in range(partitions)}
 
-    wait_until("the group to be Empty again", lambda: table(consumer_groups(tc, broker, "--describe", "--group", group, "--state").stdout)[0]["STATE"] == "Empty",
-               lambda: broker_tail(broker))
+    wait_until(lambda: table(consumer_groups(tc, broker, "--describe", "--group", group, "--state").stdout)[0]["STATE"] == "Empty",
+               timeout=WAIT_S, what="the group to be Empty again", describe=lambda: broker_tail(broker))
     deleted = consumer_groups(tc, broker, "--delete", "--group", group)
     assert "successful" in deleted.stdout, deleted.stdout
     assert group not in consumer_groups(tc, broker, "--list").stdout.split()

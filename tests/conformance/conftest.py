@@ -26,13 +26,13 @@ import concurrent.futures
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from tests import reference_kafka
 from tests.broker_process import BrokerProcess
+from tests.wait import wait_until
 
 from . import report
 from .driver import Conn
@@ -118,24 +118,23 @@ def _one_group_per_offsets_partition(n: int = 50) -> list[str]:
 
 def warm_up(bootstrap: str, timeout: float = 90.0) -> None:
     """Wait until every group coordinator (all 50 offsets partitions) answers without error."""
-    deadline = time.monotonic() + timeout
     groups = _one_group_per_offsets_partition()
-    while True:
+
+    def ready() -> bool:
         try:
             c = Conn(bootstrap, "warmup")
             try:
                 fc = c.request(10, 4, {"key_type": 0, "coordinator_keys": groups})
-                if all(x.error_code == 0 for x in fc.coordinators):
-                    of = c.request(9, 8, {"groups": [{"group_id": g, "topics": None} for g in groups], "require_stable": True})
-                    if all(g.error_code == 0 for g in of.groups):
-                        return
+                if not all(x.error_code == 0 for x in fc.coordinators):
+                    return False
+                of = c.request(9, 8, {"groups": [{"group_id": g, "topics": None} for g in groups], "require_stable": True})
+                return all(g.error_code == 0 for g in of.groups)
             finally:
                 c.close()
         except Exception:  # noqa: BLE001 - not ready yet
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"group coordinators at {bootstrap} not ready within {timeout}s")
-        time.sleep(0.2)
+            return False
+
+    wait_until(ready, timeout=timeout, interval=0.2, what=f"every group coordinator at {bootstrap} to answer")
 
 
 @pytest.fixture(scope="session")

@@ -36,6 +36,7 @@ from kio.schema.request_header.v1.header import RequestHeader as HeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as HeaderV2
 
 from protocol.codec import build, decode, encode, request_class, response_class
+from tests.wait import wait_until
 
 WAIT_S = 20.0  # upper bound of every polling loop in a scenario
 
@@ -323,15 +324,9 @@ class Driver:
 
     @staticmethod
     def until(predicate, timeout: float = WAIT_S, interval: float = 0.05, what: str = "condition"):
-        """Poll ``predicate`` until it returns something truthy; return it (or raise after ``timeout``)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"timed out waiting for {what}")
-            time.sleep(interval)
+        """``tests.wait.wait_until`` under the name the scenarios use, bounded by a scenario's ``WAIT_S``:
+        the predicate's first truthy answer, or ``WaitTimeout`` (a ``TimeoutError``) after ``timeout``."""
+        return wait_until(predicate, timeout=timeout, interval=interval, what=what)
 
     # -- topics ------------------------------------------------------------------
 

@@ -14,8 +14,10 @@ import uuid
 
 import pytest
 
+from tests.wait import wait_until
+
 from . import clients
-from .harness import BASE_IMAGE, ROOT, Failed, free_port
+from .harness import BASE_IMAGE, ROOT, free_port
 
 PARTITIONS = 6  # the producer service's PARTITIONS
 
@@ -80,16 +82,14 @@ def test_up_wait_leaves_a_healthy_broker_and_the_example_apps_running(stack):
 
 
 def test_the_consumers_split_the_partitions(stack):
-    deadline = time.monotonic() + 90
-    group: dict = {}
-    while time.monotonic() < deadline:
+    def split():  # the group reconciles over heartbeats; nothing to wait on from outside
         group = stack.describe("order-processors")
         assignments = [sorted(p for t, p in m["assignment"] if t == "orders") for m in group["members"]]
-        if len(assignments) == 2 and all(assignments) and sorted(sum(assignments, [])) == list(range(PARTITIONS)):
-            break
-        time.sleep(0.5)  # the group reconciles over heartbeats; nothing to wait on from outside
-    else:
-        raise Failed(f"the two consumers did not split orders' {PARTITIONS} partitions: {json.dumps(group)[:2000]}")
+        return group if len(assignments) == 2 and all(assignments) and sorted(sum(assignments, [])) == list(range(PARTITIONS)) else None
+
+    # each answer is a `docker compose exec`: asked twice a second, not more
+    group = wait_until(split, timeout=90, interval=0.5, what=f"the two consumers to split orders' {PARTITIONS} partitions",
+                       describe=lambda: json.dumps(stack.describe("order-processors"))[:2000])
     assert group["type"] == "consumer"  # GROUP_PROTOCOL: consumer (KIP-848)
     client_ids = [m["client_id"] for m in group["members"]]
     assert len(set(client_ids)) == 2 and all(c.startswith("example-consumer-") for c in client_ids), client_ids
@@ -99,21 +99,15 @@ def test_the_consumers_split_the_partitions(stack):
         return {(r["topic"], r["partition"]): r["current_offset"] for r in json.loads(out)["partitions"]}
 
     first = committed()
-    deadline = time.monotonic() + 30
-    while committed() == first and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert committed() != first
+    wait_until(lambda: committed() != first, interval=0.5, what="the group's committed offsets to move")
 
 
 def test_a_message_that_is_not_json_is_skipped_without_a_restart(stack):
     # the producer service writes to the same partition meanwhile
     ((partition, bad_offset),) = clients.produce(stack.bootstrap, "orders", ["this is not JSON"], partition_of=lambda i: 0)
     assert partition == 0
-    deadline = time.monotonic() + 60
-    while clients.committed(stack.bootstrap, "order-processors", "orders", PARTITIONS)[0] <= bad_offset:
-        if time.monotonic() > deadline:
-            raise Failed("the group did not commit past the message that is not JSON")
-        time.sleep(0.5)
+    wait_until(lambda: clients.committed(stack.bootstrap, "order-processors", "orders", PARTITIONS)[0] > bad_offset, timeout=60,
+               interval=0.5, what="the group to commit past the message that is not JSON")
     logs = stack.compose("logs", "consumer").stdout
     assert f"skipped orders-0@{bad_offset}" in logs, logs[-3000:]
     for container in stack.containers("consumer"):

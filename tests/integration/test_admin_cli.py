@@ -21,7 +21,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
@@ -31,6 +30,7 @@ from confluent_kafka.admin import AdminClient
 from broker.admin.cli import run as run_admin
 from broker.cli import _parser
 from tests.broker_process import ROOT, BrokerProcess
+from tests.wait import wait_until
 
 DEADLINE = 30
 
@@ -65,16 +65,6 @@ def run_json(b: BrokerProcess, *args: str):
     return json.loads(out)
 
 
-def wait_until(predicate, what: str, timeout: float = DEADLINE):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def produce(b: BrokerProcess, topic: str, per_partition: int, partitions: int, timestamp0: int | None = None) -> None:
     p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
     for part in range(partitions):
@@ -106,7 +96,7 @@ def join(consumers: list[Consumer], partitions: int) -> None:
         owned = [tp.partition for c in consumers for tp in c.assignment()]
         return all(c.assignment() for c in consumers) and sorted(owned) == list(range(partitions))
 
-    wait_until(settled, "every consumer to own partitions")
+    wait_until(settled, what="every consumer to own partitions")
 
 
 def committed(b: BrokerProcess, group: str, topic: str, partitions: int) -> dict[int, int]:
@@ -170,7 +160,7 @@ def test_topics_create_list_describe_delete(kb):
 
     rc, out, _ = run(kb, "topics", "delete", "cli-topic")
     assert rc == 0 and "Deleted topic cli-topic." in out
-    wait_until(lambda: "cli-topic" not in {t["topic"] for t in run_json(kb, "topics", "list")}, "the topic to go")
+    wait_until(lambda: "cli-topic" not in {t["topic"] for t in run_json(kb, "topics", "list")}, what="the topic to go")
     rc, _, err = run(kb, "topics", "delete", "cli-topic")
     assert rc == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in err
     rc, out, _ = run(kb, "topics", "delete", "cli-topic", "--if-exists")
@@ -239,7 +229,7 @@ def test_classic_group_list_describe_lag_reset_history_delete(kb):
     finally:
         for c in members:
             c.close()
-    wait_until(lambda: run_json(kb, "groups", "describe", group)["state"] == "Empty", "the group to empty")
+    wait_until(lambda: run_json(kb, "groups", "describe", group)["state"] == "Empty", what="the group to empty")
 
     # dry run: a plan, nothing committed
     rc, out, err = run(kb, "groups", "reset-offsets", group, "--to-earliest")
@@ -319,7 +309,7 @@ def test_consumer_protocol_group_describe_lag_history(kb):
         assert rc == 1 and "inactive" in err
     finally:
         c.close()
-    wait_until(lambda: run_json(kb, "groups", "describe", group)["state"].lower() == "empty", "the group to empty")
+    wait_until(lambda: run_json(kb, "groups", "describe", group)["state"].lower() == "empty", what="the group to empty")
     plan = run_json(kb, "groups", "reset-offsets", group, "--to-earliest", "--execute")
     assert [r["new_offset"] for r in plan["partitions"]] == [0, 0, 0]
     assert committed(kb, group, topic, 3) == {0: 0, 1: 0, 2: 0}
@@ -402,7 +392,7 @@ def test_transactions_list_and_describe(kb):
     listed = run_json(kb, "transactions", "list", "--state", "Ongoing")
     assert {"transactional_id": tid, "producer_id": d["producer_id"], "state": "Ongoing"} in listed
     p.commit_transaction(30)
-    wait_until(lambda: run_json(kb, "transactions", "describe", tid)["state"] == "CompleteCommit", "the commit to complete")
+    wait_until(lambda: run_json(kb, "transactions", "describe", tid)["state"] == "CompleteCommit", what="the commit to complete")
     assert tid not in {r["transactional_id"] for r in run_json(kb, "transactions", "list", "--state", "Ongoing")}
     code, out, _ = run(kb, "transactions", "describe", tid)
     assert code == 0 and "CompleteCommit" in out and tid in out

@@ -30,6 +30,7 @@ from broker.testing import Broker, BrokerThread
 from protocol.codec import build, decode, encode, request_class, response_class
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch
+from tests.wait import async_wait_until
 
 MiB = 1024 * 1024
 KiB = 1024
@@ -118,16 +119,6 @@ class Client:
         self.writer.close()
 
 
-async def until(predicate, timeout: float = 30.0, what: str = "condition") -> None:
-    """Poll ``predicate`` on the event loop (the broker runs on it too) until it holds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 async def server_side(broker: Broker, client: Client):
     """The broker's connection object for ``client``."""
     found = []
@@ -136,7 +127,7 @@ async def server_side(broker: Broker, client: Client):
         found[:] = [c for c in broker.server.connections if c.peer == client.name]
         return bool(found)
 
-    await until(look, what=f"the broker to accept {client.name}")
+    await async_wait_until(look, what=f"the broker to accept {client.name}")
     return found[0]
 
 
@@ -183,8 +174,8 @@ async def test_a_client_that_reads_nothing_holds_bounded_memory_and_others_are_s
         fetch = request_bytes(1, 12, fetch_body("bulk", 256 * KiB))
         bad.writer.write(fetch * 2000)  # 2000 Fetches, 500 MB of answers: never read
         conn = await server_side(broker, bad)
-        await until(lambda: conn.paused & _WRITE, what="the broker to stop on the unread answers")
-        await until(lambda: unread(conn) > 0, what="more requests to reach the broker's socket")
+        await async_wait_until(lambda: conn.paused & _WRITE, what="the broker to stop on the unread answers")
+        await async_wait_until(lambda: unread(conn) > 0, what="more requests to reach the broker's socket")
 
         for _ in range(30):  # the other client is served throughout, and the bound holds throughout
             await good.api_versions()
@@ -196,7 +187,7 @@ async def test_a_client_that_reads_nothing_holds_bounded_memory_and_others_are_s
         assert queued < 2000, "every request was read"
 
         bad.close()  # a connection not being read from still notices its client leaving
-        await until(lambda: conn not in broker.server.connections, what="the broker to drop the client that left")
+        await async_wait_until(lambda: conn not in broker.server.connections, what="the broker to drop the client that left")
         assert broker.server.request_bytes == 0
         await good.api_versions()
         good.close()
@@ -253,7 +244,7 @@ async def test_max_connections_counts_every_listener_and_closes_the_one_over():
         await a.api_versions()  # the others are untouched
         await b.api_versions()
         a.close()
-        await until(lambda: len(broker.server.connections) == 1, what="the closed connection to be counted out")
+        await async_wait_until(lambda: len(broker.server.connections) == 1, what="the closed connection to be counted out")
         again = await Client.open(port_a)
         await again.api_versions()
         for c in (b, over, again):
@@ -269,7 +260,7 @@ async def test_max_connections_per_ip_and_its_overrides():
         second.close()
         await first.api_versions()
         first.close()
-        await until(lambda: not broker.server.connections and not broker.server.per_ip, what="the address to be counted out")
+        await async_wait_until(lambda: not broker.server.connections and not broker.server.per_ip, what="the address to be counted out")
         third = await Client.open(broker.port)
         await third.api_versions()
         third.close()
@@ -302,14 +293,14 @@ async def test_queued_max_request_bytes_holds_back_large_frames_and_still_reads_
         big = api_versions(corr=7, pad=600 * KiB)
         sender = await Client.open(broker.port)
         sender.writer.write(big[: 400 * KiB])
-        await until(lambda: server.pool_full, what="the limit to be reached")
+        await async_wait_until(lambda: server.pool_full, what="the limit to be reached")
 
         # a second large frame is not read past the limit: one read of it at most
         other = await Client.open(broker.port)
         other_conn = await server_side(broker, other)
         other_big = api_versions(corr=8, pad=900 * KiB)
         other.writer.write(other_big[: 800 * KiB])
-        await until(lambda: other_conn.held > 0 and unread(other_conn) > 0, what="the large frame to reach the broker")
+        await async_wait_until(lambda: other_conn.held > 0 and unread(other_conn) > 0, what="the large frame to reach the broker")
         assert other_conn.paused & _POOL and other_conn.held <= 256 * KiB, other_conn.held
 
         # a small request on another connection is read and answered while the pool is full
@@ -324,8 +315,8 @@ async def test_queued_max_request_bytes_holds_back_large_frames_and_still_reads_
         other.writer.write(other_big[800 * KiB :])  # and then the held-back one gets its turn
         corr, body = await other.response(18, 3)
         assert (corr, body.error_code) == (8, ErrorCode.none)
-        await until(lambda: not server.pool_full and not other_conn.paused, what="reading to resume")
-        await until(lambda: server.request_bytes == 0, what="every request byte to be given back")
+        await async_wait_until(lambda: not server.pool_full and not other_conn.paused, what="reading to resume")
+        await async_wait_until(lambda: server.request_bytes == 0, what="every request byte to be given back")
         for c in (sender, other, small):
             c.close()
 
@@ -348,7 +339,7 @@ async def test_frames_in_progress_past_the_limit_all_complete_and_memory_stays_c
         frames = [api_versions(corr=i + 1, pad=700 * KiB) for i in range(4)]
         for c, f in zip(clients, frames, strict=True):  # four frames started, none finished
             c.writer.write(f[: 500 * KiB])
-        await until(lambda: server.pool_full, what="the limit to be reached")
+        await async_wait_until(lambda: server.pool_full, what="the limit to be reached")
         for c, f in zip(clients, frames, strict=True):
             c.writer.write(f[500 * KiB :])
         for i, c in enumerate(clients):  # no deadlock: every one of them is answered
@@ -389,13 +380,6 @@ async def broker_on(loop: str, settings: dict):
         await asyncio.to_thread(thread.close)
 
 
-async def probe_until(probe, fn, what: str) -> None:
-    deadline = time.monotonic() + 30
-    while not await probe(fn):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
-
-
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 async def test_past_the_hard_cap_nothing_is_read_until_request_memory_is_given_back(loop):
     limit = 256 * KiB
@@ -409,7 +393,7 @@ async def test_past_the_hard_cap_nothing_is_read_until_request_memory_is_given_b
         for h in holders:
             h.writer.write(request_bytes(1, 12, fetch_body("quiet", 1024, max_wait=30_000), corr=1))
             h.writer.write(b"".join(api_versions(corr=i + 2, pad=60 * KiB) for i in range(20)))
-        await probe_until(probe, lambda: server.pool_capped, "the hard cap")
+        await async_wait_until(lambda: probe(lambda: server.pool_capped), what="the hard cap")
         assert await probe(lambda: server.request_bytes) <= server.request_bytes_hard + 3 * 256 * KiB
 
         # now nothing is read, not even a new connection's small request (uvloop reads a new
@@ -418,14 +402,14 @@ async def test_past_the_hard_cap_nothing_is_read_until_request_memory_is_given_b
         conn = await probe(lambda: next((c for c in server.connections if c.peer == late.name), None))
         assert conn is not None
         late.writer.write(api_versions(corr=99))
-        await probe_until(probe, lambda: unread(conn) > 0, "the request to reach the broker's socket")
+        await async_wait_until(lambda: probe(lambda: unread(conn) > 0), what="the request to reach the broker's socket")
         assert await probe(lambda: (conn.paused & _POOL, conn.held)) == (_POOL, 0), "a request is read past the hard cap"
 
         for h in holders:  # they leave: their requests are given back and reading resumes
             h.writer.transport.abort()
         corr, body = await late.response(18, 3)
         assert (corr, body.error_code) == (99, ErrorCode.none)
-        await probe_until(probe, lambda: not server.pool_full and not server.pool_capped, "the pool to clear")
+        await async_wait_until(lambda: probe(lambda: not server.pool_full and not server.pool_capped), what="the pool to clear")
         late.close()
 
 
@@ -440,7 +424,7 @@ async def test_clients_that_leave_while_not_read_from_give_their_bytes_back():
         for c in liars:  # each announces 1 MiB and sends 600 KiB of it
             c.writer.write(struct.pack(">i", MiB - 4) + b"\0" * (600 * KiB))
         # the limit and the one frame past it are taken: nobody is read from now
-        await until(lambda: server.request_bytes >= server.request_bytes_cap and server.pool_exempt is None, what="the cap")
+        await async_wait_until(lambda: server.request_bytes >= server.request_bytes_cap and server.pool_exempt is None, what="the cap")
         assert server.request_bytes <= server.request_bytes_cap + 256 * KiB
         conns = [await server_side(broker, c) for c in liars]
         assert all(c.paused & _POOL for c in conns)
@@ -449,7 +433,7 @@ async def test_clients_that_leave_while_not_read_from_give_their_bytes_back():
             c.writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             c.writer.transport.abort()
         idle.close()
-        await until(lambda: not server.connections, what="the broker to drop the clients that left")
+        await async_wait_until(lambda: not server.connections, what="the broker to drop the clients that left")
         assert server.request_bytes == 0 and not server.pool_full
         after = await Client.open(broker.port)
         await after.api_versions()

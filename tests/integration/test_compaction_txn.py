@@ -15,6 +15,7 @@ import uuid
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from broker.testing import BrokerThread
+from tests.wait import wait_until
 
 QUIET = {"log_level": 3}
 RET = 60_000
@@ -92,8 +93,6 @@ def test_a_compacted_transactional_topic_reads_the_same_after_cleaning(tmp_path)
 
         broker.restart()  # the group coordinator loads the cleaned __consumer_offsets again
         assert read_committed(bootstrap, topic) == expected
-        deadline = time.monotonic() + 30
-        while c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset != committed_offset:
-            assert time.monotonic() < deadline, "the group's offset is not the last committed transaction's"
-            time.sleep(0.1)
+        wait_until(lambda: c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset == committed_offset,
+                   what="the group's offset to be the last committed transaction's")
         c.close()

@@ -32,6 +32,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests import reference_kafka
 from tests.broker_process import BrokerProcess
+from tests.wait import wait_until
 
 WAIT_S = 60  # upper bound of every wait loop
 HEARTBEAT_MS = 500  # group.consumer.heartbeat.interval.ms on both brokers
@@ -113,19 +114,6 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def wait_for(what: str, predicate: Callable[[], object], timeout: float = WAIT_S, describe: Callable[[], str] | None = None):
-    """Poll ``predicate`` until it returns something truthy; return that, or fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            detail = f": {describe()}" if describe else ""
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
-        time.sleep(0.05)
-
-
 def _quiet_logger() -> logging.Logger:
     log = logging.getLogger("kip848-tests.admin")
     if not log.handlers:
@@ -141,10 +129,8 @@ def admin(broker) -> AdminClient:
 def create_topic(broker, topic: str, partitions: int) -> None:
     a = admin(broker)
     a.create_topics([NewTopic(topic, partitions, 1)], request_timeout=15)[topic].result(30)
-    wait_for(
-        f"metadata of {topic} with {partitions} partitions",
-        lambda: len(getattr(a.list_topics(topic=topic, timeout=10).topics.get(topic), "partitions", {})) == partitions,
-    )
+    wait_until(lambda: len(getattr(a.list_topics(topic=topic, timeout=10).topics.get(topic), "partitions", {})) == partitions,
+               timeout=WAIT_S, what=f"metadata of {topic} with {partitions} partitions")
 
 
 def produce(broker, topic: str, records: list[tuple[int, bytes]]) -> None:
@@ -296,21 +282,20 @@ def wait_group(what: str, members: list[Member], predicate: Callable[[], bool], 
         check_alive(members)
         return predicate()
 
-    wait_for(what, check, timeout, describe=lambda: f"{members}\n--- broker log tail ---\n{broker_logs(broker)}")
+    wait_until(check, timeout=timeout, what=what, describe=lambda: f"{members}\n--- broker log tail ---\n{broker_logs(broker)}")
 
 
 def settle(members: list[Member], quiet_s: float = 4 * HEARTBEAT_MS / 1000) -> None:
     """Wait until no member's assignment changes for a few heartbeat intervals (bounded)."""
-    deadline = time.monotonic() + WAIT_S
-    last = [m.assignment for m in members]
-    since = time.monotonic()
-    while time.monotonic() - since < quiet_s:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"assignments kept changing: {members}")
-        time.sleep(0.05)
+    seen = {"last": [m.assignment for m in members], "since": time.monotonic()}
+
+    def quiet() -> bool:
         now = [m.assignment for m in members]
-        if now != last:
-            last, since = now, time.monotonic()
+        if now != seen["last"]:
+            seen.update(last=now, since=time.monotonic())
+        return time.monotonic() - seen["since"] >= quiet_s
+
+    wait_until(quiet, timeout=WAIT_S, what="the assignments to stop changing", describe=lambda: repr(members))
 
 
 def close_all(members: list[Member]) -> None:
@@ -511,7 +496,7 @@ def test_describe_consumer_group(kip848_broker):
             d = describe(kip848_broker, group)
             return d if d.state == ConsumerGroupState.STABLE and len(d.members) == 2 else None
 
-        d = wait_for("the group to be described as Stable with 2 members", stable)
+        d = wait_until(stable, timeout=WAIT_S, what="the group to be described as Stable with 2 members")
         assert d.group_id == group
         assert d.type == ConsumerGroupType.CONSUMER
         assert d.is_simple_consumer_group is False
@@ -555,7 +540,8 @@ def test_list_groups_shows_consumer_type(kip848_broker):
     try:
         classic.subscribe([topic])
         wait_group("the member to get all 3 partitions", [member], lambda: complete_and_disjoint([member], 3), kip848_broker)
-        wait_for("the classic consumer to get its assignment", lambda: classic.poll(0.1) is None and classic.assignment())
+        wait_until(lambda: classic.poll(0.1) is None and classic.assignment(), timeout=WAIT_S,
+                   what="the classic consumer to get its assignment")
         a = admin(kip848_broker)
 
         def listing(**kw):

@@ -16,7 +16,6 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
-import time
 
 import pytest
 
@@ -24,6 +23,7 @@ from bench.crashpoints import add_partitions, commit, committed, create_topic, d
 from protocol.errors import ErrorCode
 from tests.broker_process import BrokerProcess
 from tests.raw import RawClient
+from tests.wait import wait_until
 
 GROUP = "full-group"
 BIG = 4000  # offset metadata this long: a commit record needs a page of its own (fits offset.metadata.max.bytes)
@@ -59,16 +59,6 @@ def _fill(path) -> int:
     return size
 
 
-def _until(what, predicate, timeout=30.0):
-    """Call ``what`` until ``predicate`` holds for its answer (bounded); returns the answer."""
-    deadline = time.monotonic() + timeout
-    while True:
-        answer = what()
-        if predicate(answer) or time.monotonic() > deadline:
-            return answer
-        time.sleep(0.05)
-
-
 def test_full_disk_refuses_writes_keeps_reads_and_loses_nothing(small_fs):
     b = BrokerProcess(small_fs / "data", "--offsets-topic-num-partitions", "1").start()
     acked: dict = {}  # offset -> value
@@ -93,8 +83,7 @@ def test_full_disk_refuses_writes_keeps_reads_and_loses_nothing(small_fs):
         assert answer == {("full", 0): ErrorCode.not_coordinator}
         # reads go on
         assert "full" in metadata(c)
-        got = _until(lambda: committed(c, [("full", 0)], GROUP), lambda a: a.get(("full", 0)) == 5)
-        assert got == {("full", 0): 5}
+        wait_until(lambda: committed(c, [("full", 0)], GROUP) == {("full", 0): 5}, what="the group's offset 5 read back")
         _low, records = read_all(b.bootstrap, {"full": 1})[("full", 0)]
         assert {off: v for off, (_k, v) in records.items()} == acked
         # an admin write is refused whole, or done whole; the connection stays
@@ -120,8 +109,8 @@ def test_full_disk_refuses_writes_keeps_reads_and_loses_nothing(small_fs):
         err, base = produce_answer(c, "full", 0, [(b"k", b"after-" + b"z" * 20000)])
         assert err == ErrorCode.none
         acked[base] = b"after-" + b"z" * 20000
-        answer = _until(lambda: commit(c, {("full", 0): 12}, GROUP, metadata="m" * BIG), lambda a: a == {("full", 0): ErrorCode.none})
-        assert answer == {("full", 0): ErrorCode.none}
+        wait_until(lambda: commit(c, {("full", 0): 12}, GROUP, metadata="m" * BIG) == {("full", 0): ErrorCode.none},
+                   what="a commit with large metadata accepted once there is room again")
         c.close()
         b.stop()
 

@@ -43,7 +43,9 @@ from protocol.records import Record, build_batch, split_batches
 from storage.log import FILE_REGION_MIN
 from storage.segment import FileRegion
 
-from .test_backpressure import Client, request_bytes, server_side, until
+from tests.wait import async_wait_until
+
+from .test_backpressure import Client, request_bytes, server_side
 
 KiB = 1024
 TOPIC = "shapes"
@@ -255,7 +257,7 @@ def test_a_region_cut_short_while_sent_closes_only_its_connection(mode, loop_kin
             conn = await server_side(broker, slow)
             conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * KiB)
             slow.writer.write(request_bytes(1, 12, fetch_request(None, [(0, 4096 * KiB)]), corr=1))
-            await until(lambda: conn.sending is not None and conn.paused & _WRITE, what="the answer to wait for the client")
+            await async_wait_until(lambda: conn.sending is not None and conn.paused & _WRITE, what="the answer to wait for the client")
             waiting = [p for p in conn.sending if type(p) is FileRegion]
             assert waiting and sum(r.size for r in waiting) > 1024 * KiB
             assert conn.files is (mode == "sendfile")
@@ -263,7 +265,7 @@ def test_a_region_cut_short_while_sent_closes_only_its_connection(mode, loop_kin
             plog.truncate_to(100)  # the file now ends two batches in, far before the region does
             with pytest.raises((asyncio.IncompleteReadError, ConnectionError)):
                 await slow.read_frame()
-            await until(lambda: conn not in broker.server.connections, what="the broker to close the connection")
+            await async_wait_until(lambda: conn not in broker.server.connections, what="the broker to close the connection")
             assert conn.sending is None and conn.sfd == -1 and broker.server.waiting_fds == 0
             assert not any(r.pinned for r in waiting)
             await good.api_versions()  # others go on
@@ -358,7 +360,7 @@ def test_a_failure_while_sending_closes_only_its_connection_and_is_reported(loop
             slow.writer.write(request_bytes(1, 12, fetch_request(None, [(0, 4096 * KiB)]), corr=1))
             with pytest.raises((asyncio.IncompleteReadError, ConnectionError)):
                 await slow.read_frame()
-            await until(lambda: conn not in broker.server.connections, what="the broker to close the connection")
+            await async_wait_until(lambda: conn not in broker.server.connections, what="the broker to close the connection")
             assert len(reads) == 8 and [name for name, _ in seen] == ["Fetch"] and str(seen[0][1]) == "a bug while sending"
             assert conn.sending is None and broker.server.waiting_fds == 0
             monkeypatch.undo()

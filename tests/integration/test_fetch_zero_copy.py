@@ -34,7 +34,9 @@ from protocol.codec import decode, response_class
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, iter_records, split_batches
 
-from .test_backpressure import Client, fetch_body, request_bytes, server_side, until
+from tests.wait import async_wait_until
+
+from .test_backpressure import Client, fetch_body, request_bytes, server_side
 
 KiB = 1024
 VALUE = b"z" * 1000
@@ -116,7 +118,7 @@ def test_unread_answers_arrive_whole_after_their_topic_is_deleted(loop_kind):
             offsets = [(i * 37) % 900 for i in range(n)]
             bad.writer.write(fetch_frames("gone", offsets, 256 * KiB))
             conn = await server_side(broker, bad)
-            await until(lambda: conn.paused & _WRITE, what="the broker to stop on the unread answers")
+            await async_wait_until(lambda: conn.paused & _WRITE, what="the broker to stop on the unread answers")
             # the bound of test_backpressure holds with answers made of views: one answer plus the high-water mark
             assert conn.transport.get_write_buffer_size() + conn.held <= 2 * 1024 * KiB
 
@@ -178,7 +180,7 @@ def test_answers_sent_from_files_wait_for_the_client_and_hold_the_bytes_read_wou
             slow = await Client.open(broker.port, rcvbuf=4096)
             slow.writer.write(fetch_frames("files", offsets, 1024 * KiB))
             conn = await server_side(broker, slow)
-            await until(lambda: conn.sending is not None and conn.paused & _WRITE, what="an answer to wait for the socket")
+            await async_wait_until(lambda: conn.sending is not None and conn.paused & _WRITE, what="an answer to wait for the socket")
             waiting = _regions(conn)
             assert waiting and all(r.pinned and r.fh.users for r in waiting)  # their files held open while they wait
             assert broker.server.waiting_fds == 1  # and the socket's duplicate, watched
@@ -194,11 +196,11 @@ def test_answers_sent_from_files_wait_for_the_client_and_hold_the_bytes_read_wou
                 assert part.error_code == ErrorCode.none
                 assert part.records == expected[off]
                 assert check_records(part.records, off - off % PER_BATCH) > 0
-            await until(lambda: conn.sending is None and not conn.paused, what="the connection to read again")
+            await async_wait_until(lambda: conn.sending is None and not conn.paused, what="the connection to read again")
             assert not any(r.pinned for r in waiting) and conn.sfd == -1 and broker.server.waiting_fds == 0
             await slow.api_versions()
             slow.close()
-            await until(lambda: conn not in broker.server.connections, what="the broker to drop the client")
+            await async_wait_until(lambda: conn not in broker.server.connections, what="the broker to drop the client")
             assert conn.sfd == -1
             good.close()
             broker.check_handler_errors()
@@ -220,7 +222,7 @@ def test_an_answer_sent_from_a_file_arrives_whole_after_its_topic_is_deleted(loo
             offsets = [0] * 8
             slow.writer.write(fetch_frames("gone", offsets, 1024 * KiB))
             conn = await server_side(broker, slow)
-            await until(lambda: conn.sending is not None and conn.paused & _WRITE, what="an answer to wait for the socket")
+            await async_wait_until(lambda: conn.sending is not None and conn.paused & _WRITE, what="an answer to wait for the socket")
             assert _regions(conn)  # part of its records still to send from the file
             await broker.delete_topic("gone")  # segments unlinked, the log's descriptors closed
             assert plog.closed
@@ -244,13 +246,13 @@ def test_a_client_that_leaves_while_an_answer_waits_in_a_file_leaves_nothing_beh
             bad = await Client.open(broker.port, rcvbuf=4096)
             bad.writer.write(request_bytes(1, 12, fetch_body("left", 1024 * KiB), corr=1) * 20)
             conn = await server_side(broker, bad)
-            await until(lambda: conn.sending is not None and conn.paused & _WRITE, what="the answer to wait for the socket")
+            await async_wait_until(lambda: conn.sending is not None and conn.paused & _WRITE, what="the answer to wait for the socket")
             waiting = _regions(conn)
             assert waiting and conn.sfd >= 0
             # the client resets its connection; the broker, not reading, must notice (the sweep asks the kernel)
             bad.writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             bad.writer.transport.abort()
-            await until(lambda: conn not in broker.server.connections, what="the broker to drop the client that left")
+            await async_wait_until(lambda: conn not in broker.server.connections, what="the broker to drop the client that left")
             assert conn.sending is None and conn.sfd == -1 and broker.server.waiting_fds == 0
             assert not any(r.pinned for r in waiting)
             assert broker.server.request_bytes == 0
@@ -282,7 +284,7 @@ def test_past_the_broker_budget_of_waiting_descriptors_answers_go_through_the_tr
             conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * KiB)
             n = 3
             slow.writer.write(b"".join(request_bytes(1, 12, fetch_body("budget", 4096 * KiB), corr=i + 1) for i in range(n)))
-            await until(lambda: conn.paused & _WRITE, what="the answers to wait for the client")
+            await async_wait_until(lambda: conn.paused & _WRITE, what="the answers to wait for the client")
             assert conn.files is False and conn.sfd == -1 and broker.server.waiting_fds == 0
             assert _regions(conn)  # the rest of the answer waits in its file
             assert conn.transport.get_write_buffer_size() <= broker.server.write_high + _PIECE
@@ -290,7 +292,7 @@ def test_past_the_broker_budget_of_waiting_descriptors_answers_go_through_the_tr
                 corr, resp = decode_fetch(await slow.read_frame(), 12)
                 (part,) = resp.responses[0].partitions
                 assert corr == i + 1 and part.error_code == ErrorCode.none and part.records == expected
-            await until(lambda: conn.sending is None and not conn.paused, what="the connection to read again")
+            await async_wait_until(lambda: conn.sending is None and not conn.paused, what="the connection to read again")
             assert broker.server.waiting_fds == 0
             slow.close()
             good.close()
@@ -322,7 +324,7 @@ def test_a_tls_client_that_does_not_read_holds_its_answers_in_the_files_even_pas
             slow = await Client.open(broker.port, rcvbuf=4096, tls=tls)
             slow.writer.write(fetch_frames("tls", offsets, 2048 * KiB))
             conn = await server_side(broker, slow)
-            await until(lambda: conn.sending is not None and conn.paused & _WRITE, what="an answer to wait for the client")
+            await async_wait_until(lambda: conn.sending is not None and conn.paused & _WRITE, what="an answer to wait for the client")
             waiting = _regions(conn)
             assert conn.files is False and conn.sfd == -1 and broker.server.waiting_fds == 0
             assert waiting and all(r.pinned and r.fh.users for r in waiting)
@@ -332,7 +334,7 @@ def test_a_tls_client_that_does_not_read_holds_its_answers_in_the_files_even_pas
             assert plog.closed and all(r.fh.closed for r in waiting)
 
             assert await answers_around_a_deletion(slow, offsets, lambda off, records: records == expected[off]) > 0
-            await until(lambda: conn.sending is None and not conn.paused, what="the connection to read again")
+            await async_wait_until(lambda: conn.sending is None and not conn.paused, what="the connection to read again")
             assert all(not r.pinned and r.fh.users == 0 for r in waiting)
             await slow.api_versions()
             slow.close()
@@ -365,7 +367,7 @@ def test_an_answer_of_many_small_partitions_holds_little_in_memory(loop_kind):
             slow = await Client.open(broker.port, rcvbuf=4096)
             slow.writer.write(b"".join(request_bytes(1, 12, body, corr=i + 1) for i in range(3)))
             conn = await server_side(broker, slow)
-            await until(lambda: conn.sending is not None and conn.paused & _WRITE, what="an answer to wait for the client")
+            await async_wait_until(lambda: conn.sending is not None and conn.paused & _WRITE, what="an answer to wait for the client")
             waiting = _regions(conn)
             in_files = sum(len(r) for r in waiting)
             # all but about ANSWER_MEMORY of the answer waits in the files
@@ -423,7 +425,7 @@ def test_closing_a_connection_whose_answer_waits_in_files_does_not_read_them_int
             conn = await server_side(broker, slow)
             conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * KiB)
             slow.writer.write(request_bytes(1, 12, fetch_body("closing", 4096 * KiB), corr=1))
-            await until(lambda: conn.sending is not None and conn.paused & _WRITE, what="the answer to wait for the client")
+            await async_wait_until(lambda: conn.sending is not None and conn.paused & _WRITE, what="the answer to wait for the client")
             waiting = _regions(conn)
             assert sum(r.size for r in waiting) > _PIECE
             conn.close()
@@ -431,7 +433,7 @@ def test_closing_a_connection_whose_answer_waits_in_files_does_not_read_them_int
             assert not any(r.pinned for r in waiting)
             with pytest.raises(asyncio.IncompleteReadError):  # the answer is cut short by the close
                 await slow.read_frame()
-            await until(lambda: conn not in broker.server.connections, what="the broker to drop the connection")
+            await async_wait_until(lambda: conn not in broker.server.connections, what="the broker to drop the connection")
             await good.api_versions()
             slow.close()
             good.close()

@@ -26,6 +26,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.wait import wait_until
+
 WAIT_S = 60  # upper bound of every wait loop
 SESSION_MS = 10000
 HEARTBEAT_MS = 1000
@@ -36,19 +38,6 @@ HEARTBEAT_MS = 1000
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def wait_for(what: str, predicate: Callable[[], object], timeout: float = WAIT_S, describe: Callable[[], str] | None = None):
-    """Poll ``predicate`` until it returns something truthy; return that, or fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            detail = f": {describe()}" if describe else ""
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
-        time.sleep(0.05)
 
 
 def bounded(what: str, fn: Callable[[], object], timeout: float = WAIT_S):
@@ -80,10 +69,8 @@ def admin(broker) -> AdminClient:
 def create_topic(broker, topic: str, partitions: int) -> None:
     a = admin(broker)
     a.create_topics([NewTopic(topic, partitions, 1)], request_timeout=15)[topic].result(30)
-    wait_for(
-        f"metadata of {topic} with {partitions} partitions",
-        lambda: len(getattr(a.list_topics(topic=topic, timeout=10).topics.get(topic), "partitions", {})) == partitions,
-    )
+    wait_until(lambda: len(getattr(a.list_topics(topic=topic, timeout=10).topics.get(topic), "partitions", {})) == partitions,
+               timeout=WAIT_S, what=f"metadata of {topic} with {partitions} partitions")
 
 
 def produce(broker, topic: str, records: list[tuple[int, bytes]]) -> None:
@@ -299,7 +286,7 @@ class KafkaPythonMember(Member):
             # Know the topic's partitions before joining. kafka-python 3.0.12 has a bug: a leader that
             # assigned without topic metadata rejoins, and if that rejoin finishes while poll() is not
             # waiting for it, the result is dropped and the member never applies it (it stops heartbeating).
-            wait_for(f"{self.name}: metadata of {self.topic}", lambda: c.partitions_for_topic(self.topic))
+            wait_until(lambda: c.partitions_for_topic(self.topic), timeout=WAIT_S, what=f"{self.name}: metadata of {self.topic}")
             c.subscribe(topics=[self.topic], listener=Listener())
             coordinator = c._coordinator
             while not self._stop.is_set():
@@ -398,11 +385,9 @@ def balanced(members: list[Member], partitions: int, after_generation: int = 0) 
 
 def wait_balanced(members: list[Member], partitions: int, after_generation: int = 0) -> list[frozenset[int]]:
     """Wait for a rebalance to settle: see ``balanced``."""
-    return wait_for(
-        f"{len(members)} members to share {partitions} partitions in a generation after {after_generation}",
-        lambda: balanced(members, partitions, after_generation),
-        describe=lambda: repr(members),
-    )
+    return wait_until(lambda: balanced(members, partitions, after_generation), timeout=WAIT_S,
+                      what=f"{len(members)} members to share {partitions} partitions in a generation after {after_generation}",
+                      describe=lambda: repr(members))
 
 
 # -- 1 + 2: membership changes rebalance the group, for every client and assignor -----------
@@ -493,8 +478,8 @@ def test_static_member_rejoins_without_rebalance(group_broker):
         # ... and come back under the same group.instance.id
         again = ConfluentMember(group_broker.bootstrap, group, topic, "range", name="static-2", **static_conf).start()
         members.append(again)
-        wait_for("the restarted static member's assignment", lambda: again.assignment and again.generation == generation,
-                 describe=lambda: repr(members))
+        wait_until(lambda: again.assignment and again.generation == generation, timeout=WAIT_S,
+                   what="the restarted static member's assignment", describe=lambda: repr(members))
         assert again.assignment == static_parts
         assert again.member_id and again.member_id != old_member_id  # a replacement gets a new member id
         assert other.assignment == other_parts and other.generation == generation
@@ -554,15 +539,15 @@ def committed_offsets(broker, group: str, topic: str, partitions: int) -> dict[i
     """
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        deadline = time.monotonic() + WAIT_S
-        while True:
+        def fetch():
             try:
-                tps = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
-                break
+                return c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
             except KafkaException as e:
-                if e.args[0].code() not in RETRIABLE or time.monotonic() > deadline:
+                if e.args[0].code() not in RETRIABLE:
                     raise
-                time.sleep(0.2)
+                return None
+
+        tps = wait_until(fetch, timeout=WAIT_S, what=f"{group}'s coordinator to answer OffsetFetch")
         assert all(tp.error is None for tp in tps), tps
         return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
     finally:

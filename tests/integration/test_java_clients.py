@@ -22,8 +22,8 @@ from tests.integration.test_consumer_protocol import (  # noqa: F401 - fixtures 
     kip848_broker,
     kip848_reference_broker,
     unique,
-    wait_for,
 )
+from tests.wait import wait_until
 
 WAIT_S = 60
 
@@ -78,8 +78,8 @@ def wait_split(broker, clients: list[java_harness.JavaClient], topic: str, parti
         seen = sorted(p for a in last.values() for p in a)
         return seen == list(range(partitions)) and all(last.values())
 
-    wait_for(what, check, describe=lambda: f"{last}\n" + "\n".join(c.describe(15) for c in clients)
-             + f"\n--- broker log tail ---\n{broker_logs(broker)}")
+    wait_until(check, timeout=WAIT_S, what=what, describe=lambda: f"{last}\n" + "\n".join(c.describe(15) for c in clients)
+               + f"\n--- broker log tail ---\n{broker_logs(broker)}")
     return dict(last)
 
 
@@ -171,8 +171,8 @@ def test_java_kip848_consumers_share_consume_and_commit(broker):
         assert [g for g in (e["generation"] for e in a.of("assigned")) if g <= 0] == [], a.of("assigned")
 
         produce(broker, topic, 20, partitions)
-        wait_for("both members to consume the 20 records", lambda: len(records(a)) + len(records(b)) >= 20,
-                 describe=lambda: a.describe(10) + b.describe(10))
+        wait_until(lambda: len(records(a)) + len(records(b)) >= 20, timeout=WAIT_S, what="both members to consume the 20 records",
+                   describe=lambda: a.describe(10) + b.describe(10))
         got = records(a) + records(b)
         assert sorted(k for _p, _o, k, _v in got) == sorted(f"k{i}" for i in range(20)), got
         for c in (a, b):
@@ -217,8 +217,8 @@ def test_java_kip848_and_classic_members_in_one_group(broker, first_protocol):
         assert upgraded == {first.name: first_protocol == "consumer", second.name: second_protocol == "consumer"}, d
 
         produce(broker, topic, 20, partitions)
-        wait_for("both members to consume the 20 records", lambda: len(records(first)) + len(records(second)) >= 20,
-                 describe=lambda: first.describe(10) + second.describe(10) + broker_logs(broker))
+        wait_until(lambda: len(records(first)) + len(records(second)) >= 20, timeout=WAIT_S, what="both members to consume the 20 records",
+                   describe=lambda: first.describe(10) + second.describe(10) + broker_logs(broker))
         got = records(first) + records(second)
         assert sorted(k for _p, _o, k, _v in got) == sorted(f"k{i}" for i in range(20)), got
         assert commit(first) == {p: 5 for p in partitions_of(first, topic)}
@@ -235,7 +235,7 @@ def test_java_admin_describe_list_alter_delete(broker):
     produce(broker, topic, 9, partitions)
     c = consumer(broker, topic, group, "consumer")
     try:
-        wait_for("the member to consume 9 records", lambda: len(records(c)) >= 9, describe=c.describe)
+        wait_until(lambda: len(records(c)) >= 9, timeout=WAIT_S, what="the member to consume 9 records", describe=c.describe)
         assert commit(c) == {p: 3 for p in range(partitions)}
 
         d = admin(broker, "describe-groups", group)["groups"][group]
@@ -263,8 +263,8 @@ def test_java_admin_describe_list_alter_delete(broker):
     finally:
         close(c)
 
-    wait_for("the group to be Empty after the member left",
-             lambda: admin(broker, "describe-groups", group)["groups"][group].get("state") == "Empty")
+    wait_until(lambda: admin(broker, "describe-groups", group)["groups"][group].get("state") == "Empty", timeout=WAIT_S,
+               what="the group to be Empty after the member left")
     assert group_offsets(broker, group, topic) == {p: 3 for p in range(partitions)}
 
     r = admin(broker, "alter-offsets", group, f"{topic}:0=1", f"{topic}:1=2")
@@ -286,8 +286,8 @@ def test_java_admin_describe_list_alter_delete(broker):
     assert starts == {0: 1, 1: 2, 2: 0}, again.describe()
     assert len(records(again)) == 6, again.describe()
 
-    wait_for("the group to be Empty again",
-             lambda: admin(broker, "describe-groups", group)["groups"][group].get("state") == "Empty")
+    wait_until(lambda: admin(broker, "describe-groups", group)["groups"][group].get("state") == "Empty", timeout=WAIT_S,
+               what="the group to be Empty again")
     r = admin(broker, "delete-groups", group, unique("gjava-missing"))
     assert r["groups"][group] == "ok", r
     missing = [g for g in r["groups"] if g != group][0]
@@ -307,11 +307,12 @@ def test_java_admin_configs_delete_records_log_dirs_elect(broker):
     produce(broker, topic, 10, 1)
     assert admin(broker, "alter-configs", "topic", topic, "retention.ms=3600000", "max.message.bytes=2000")["event"] == "result"
     assert admin(broker, "alter-configs", "group", group, "consumer.session.timeout.ms=50000")["event"] == "result"
-    wait_for("the topic's configs to be described", lambda: admin(broker, "describe-configs", "topic", topic)["configs"]["retention.ms"]["value"] == "3600000")
+    wait_until(lambda: admin(broker, "describe-configs", "topic", topic)["configs"]["retention.ms"]["value"] == "3600000", timeout=WAIT_S,
+               what="the topic's configs to be described")
     configs = admin(broker, "describe-configs", "topic", topic)["configs"]
     assert configs["retention.ms"]["source"] == "DYNAMIC_TOPIC_CONFIG" and configs["max.message.bytes"]["value"] == "2000"
-    wait_for("the group's configs to be described",
-             lambda: admin(broker, "describe-configs", "group", group)["configs"]["consumer.session.timeout.ms"]["value"] == "50000")
+    wait_until(lambda: admin(broker, "describe-configs", "group", group)["configs"]["consumer.session.timeout.ms"]["value"] == "50000",
+               timeout=WAIT_S, what="the group's configs to be described")
     assert admin(broker, "describe-configs", "group", group)["configs"]["consumer.session.timeout.ms"]["source"] == "DYNAMIC_GROUP_CONFIG"
     r = admin(broker, "alter-configs", "group", group, "consumer.session.timeout.ms=1")
     assert r["event"] == "error" and r["error"] == "InvalidConfigurationException", r

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from broker.testing import BrokerThread
 from tests.broker_process import BrokerProcess
+from tests.wait import wait_until
 
 
 def scrape_text(url: str) -> str:
@@ -101,10 +102,8 @@ def test_scrape_requests_groups_rebalances_bytes_and_logs(metrics_broker):
     finally:
         c.close()
     # the member left: the group is empty, the connection count falls
-    deadline = time.monotonic() + 20
-    while value(scrape(b.metrics_url), "kafkalite_groups", state="Empty", type="classic") != 1:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_until(lambda: value(scrape(b.metrics_url), "kafkalite_groups", state="Empty", type="classic") == 1, timeout=20,
+               what="kafkalite_groups to count one Empty classic group")
 
     with pytest.raises(urllib.error.HTTPError) as exc:
         urllib.request.urlopen(b.metrics_url.replace("/metrics", "/nope"), timeout=10)

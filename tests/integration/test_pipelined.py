@@ -19,7 +19,8 @@ from broker.server import _MAX_INFLIGHT, KafkaConnection
 from broker.testing import Broker
 from protocol.errors import ErrorCode
 from protocol.records import split_batches
-from tests.integration.test_backpressure import Client, request_bytes, server_side, until
+from tests.integration.test_backpressure import Client, request_bytes, server_side
+from tests.wait import async_wait_until
 
 GROUP = "pipelined"
 
@@ -147,10 +148,10 @@ async def test_a_client_leaving_with_requests_in_flight_costs_nothing():
             leaver.writer.write(b"".join(request_bytes(8, 9, commit(f"{GROUP}-leaver", i), i) for i in range(1, 41)))
             await leaver.writer.drain()
             conn = await server_side(broker, leaver)
-            await until(lambda conn=conn: conn.inflight or conn.closing, what="the commits to start")
+            await async_wait_until(lambda conn=conn: conn.inflight or conn.closing, what="the commits to start")
             leaver.writer.transport.abort()  # gone before its answers
-            await until(lambda conn=conn: conn not in broker.server.connections, what="the broker to drop the client")
-        await until(lambda: broker.server.request_bytes == 0, what="the request bytes to come back")
+            await async_wait_until(lambda conn=conn: conn not in broker.server.connections, what="the broker to drop the client")
+        await async_wait_until(lambda: broker.server.request_bytes == 0, what="the request bytes to come back")
         other = await Client.open(broker.port)
         other.writer.write(request_bytes(8, 9, commit(GROUP, 99), 1))
         (corr, body), = await answers(other, [(8, 9)])
@@ -173,11 +174,12 @@ async def test_a_client_leaving_with_member_requests_queued_leaves_no_evidence_o
             leaver.writer.write(b"".join(request_bytes(8, 9, {**commit(f"{GROUP}-member", i), "member_id": "m1"}, i) for i in range(1, n + 1)))
             await leaver.writer.drain()
             conn = await server_side(broker, leaver)
-            await until(lambda conn=conn: (conn.inflight and len(conn.inflight) >= _MAX_INFLIGHT) or conn.closing, what="the pipeline to fill")
+            await async_wait_until(lambda conn=conn: (conn.inflight and len(conn.inflight) >= _MAX_INFLIGHT) or conn.closing,
+                                   what="the pipeline to fill")
             assert arrivals.waiting(f"{GROUP}-member", "m1")
             leaver.writer.transport.abort()
-            await until(lambda conn=conn: conn not in broker.server.connections, what="the broker to drop the client")
-            await until(lambda: len(arrivals) == 0, what="nothing left waiting")
+            await async_wait_until(lambda conn=conn: conn not in broker.server.connections, what="the broker to drop the client")
+            await async_wait_until(lambda: len(arrivals) == 0, what="nothing left waiting")
             assert not arrivals.waiting(f"{GROUP}-member", "m1")
 
 

@@ -18,6 +18,7 @@ from broker.testing import Broker, BrokerThread
 from protocol.codec import build, request_class
 from protocol.connection import Request
 from protocol.errors import ErrorCode
+from tests.wait import wait_until
 
 pytest_plugins = ["pytester"]
 
@@ -196,23 +197,23 @@ def test_stop_answering_a_groups_heartbeats_expires_its_member(kafkalite_broker)
     c.topics()
     c.subscribe(["hb"])
 
-    def poll_until_stable(timeout: float) -> str | None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            c.poll(100)
-            if b.group_state(group) == "Stable" and c.assignment():
-                return "Stable"
-        return b.group_state(group)
+    def poll_until_stable(describe=None) -> None:
+        def stable():
+            c.poll(100)  # the client's poll is the interval: it must run for the member to heartbeat
+            return b.group_state(group) == "Stable" and c.assignment()
+
+        wait_until(stable, interval=0, what=f"{group} to be Stable with the member assigned",
+                   describe=lambda: f"state {b.group_state(group)}" + (f"; {describe()}" if describe else ""))
 
     try:
-        assert poll_until_stable(30) == "Stable"
+        poll_until_stable()
         rec = b.faults.record(client_id=c.config["client_id"])
         rule = b.faults.stop_heartbeats(group)
         # the held heartbeats never reach the coordinator: the session runs out
         b.wait_for(lambda br: br.group_state(group) in ("Empty", "PreparingRebalance"), timeout=20)
         assert rule.fired >= 1
         b.faults.resume_heartbeats(group)
-        assert poll_until_stable(30) == "Stable", [(r.api, r.faults, r.error.name) for r in rec.requests]
+        poll_until_stable(describe=lambda: [(r.api, r.faults, r.error.name) for r in rec.requests])
         # the member rejoined with a new id: the held heartbeat, let through, was told so
         apis = rec.apis()
         assert "JoinGroup" in apis and "SyncGroup" in apis

@@ -25,7 +25,9 @@ from broker.testing import Broker
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, build_end_txn_marker, iter_records, split_batches
 
-from .test_backpressure import Client, request_bytes, until
+from tests.wait import async_wait_until
+
+from .test_backpressure import Client, request_bytes
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 LATEST, EARLIEST = -1, -2
@@ -264,7 +266,7 @@ async def test_a_parked_read_committed_fetch_wakes_when_the_transaction_commits(
         client.corr += 1
         client.writer.write(request_bytes(1, 12, fetch_request("lp", 0, READ_COMMITTED, max_wait=30_000), client.corr))
         part = broker.cluster.partition("lp", 0)
-        await until(lambda: bool(part.waiters), what="the fetch to wait for committed data")
+        await async_wait_until(lambda: bool(part.waiters), what="the fetch to wait for committed data")
         end_txn(broker, "lp", 31, commit=True)
         corr, resp = await client.response(1, 12)
         assert corr == client.corr

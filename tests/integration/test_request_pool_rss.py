@@ -15,13 +15,13 @@ import os
 import select
 import socket
 import struct
-import time
 
 import pytest
 
 from protocol.errors import ErrorCode
 from tests.broker_process import BrokerProcess
 from tests.raw import RawClient
+from tests.wait import wait_until
 
 MiB = 1024 * 1024
 MB = 1000 * 1000
@@ -99,10 +99,9 @@ def test_partial_frame_flood_is_bounded_answers_small_requests_and_gives_memory_
                 s.close()
 
         # memory is given back once the flood's clients have gone (the sweep notices them within a second)
-        deadline = time.monotonic() + 60
-        while (rss := memory(pid)["VmRSS"]) > 1.2 * before:
-            assert time.monotonic() < deadline, f"RSS {rss / MB:.0f} MB after the flood, {before / MB:.0f} MB before"
-            time.sleep(0.2)
+        wait_until(lambda: memory(pid)["VmRSS"] <= 1.2 * before, timeout=60, interval=0.1,
+                   what=f"RSS back within 1.2 x the {before / MB:.0f} MB before the flood",
+                   describe=lambda: f"RSS {memory(pid)['VmRSS'] / MB:.0f} MB")
         small_requests(b.bootstrap)
     finally:
         b.stop()

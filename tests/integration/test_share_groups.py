@@ -11,6 +11,7 @@ import pytest
 from protocol.errors import ErrorCode
 from tests.broker_process import BrokerProcess
 from tests.raw import RawClient
+from tests.wait import wait_until
 
 E = ErrorCode
 
@@ -34,21 +35,19 @@ def parts(resp) -> dict:
     return {tp.topic_id: sorted(tp.partitions) for tp in resp.assignment.topic_partitions}
 
 
-def until_assigned(c, group, member, first, attempts=20, pause=0.0):
+def until_assigned(c, group, member, first, timeout=30.0):
     """Heartbeat until the member holds partitions (the first heartbeat initializes their state)."""
-    import time
-
-    resp, epoch = first, first.member_epoch
     if parts(first):
         return first
-    for _ in range(attempts):
-        time.sleep(pause)
-        resp = shb(c, group, member, epoch)
+    last = [first]
+
+    def assigned():
+        resp = shb(c, group, member, last[-1].member_epoch)
         assert resp.error_code == E.none, resp
-        epoch = resp.member_epoch
-        if parts(resp):
-            return resp
-    raise AssertionError(f"no assignment: {resp}")
+        last.append(resp)
+        return resp if parts(resp) else None
+
+    return wait_until(assigned, timeout=timeout, interval=0.02, what=f"an assignment for {member}", describe=lambda: repr(last[-1]))
 
 
 @pytest.fixture
@@ -169,7 +168,6 @@ def test_admin_cli_lists_and_describes_share_groups(broker):
 def test_replays_the_share_group_records_kafka_44_wrote(tmp_path):
     """Kafka 4.4 runs a share group; its __consumer_offsets partition, read from Kafka's own log
     files, replays into a kafkalite shard as the group Kafka describes (every record type known)."""
-    import time
 
     from broker.coordinator.placement import partition_for
     from broker.coordinator.share_group import ShareGroup
@@ -188,17 +186,15 @@ def test_replays_the_share_group_records_kafka_44_wrote(tmp_path):
         c = RawClient(k.bootstrap)
         create(c, "kt", 2)
         group = "kafka-written"
-        deadline = time.monotonic() + 60
-        while True:  # FindCoordinator creates __consumer_offsets; its shard loads a moment later
+        def joined():  # FindCoordinator creates __consumer_offsets; its shard loads a moment later
             c.request(10, 4, {"key_type": 0, "coordinator_keys": [group]})
-            first = shb(c, group, "member-1", 0, ["kt"])
-            if first.error_code == E.none or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert first.error_code == E.none, first
+            r = shb(c, group, "member-1", 0, ["kt"])
+            return r if r.error_code == E.none else None
+
+        first = wait_until(joined, timeout=60, interval=0.1, what="a first share group heartbeat answered without error")
         second = shb(c, group, "member-2", 0, ["kt"])
-        until_assigned(c, group, "member-1", first, attempts=300, pause=0.1)
-        until_assigned(c, group, "member-2", second, attempts=300, pause=0.1)
+        until_assigned(c, group, "member-1", first, timeout=60)
+        until_assigned(c, group, "member-2", second, timeout=60)
         shb(c, group, "member-2", -1)
         want = describe(c, group)[0]
     finally:

@@ -8,7 +8,6 @@ redelivery after a lock timeout and the archiving of a poison record are awaited
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -18,6 +17,7 @@ from protocol.errors import ErrorCode
 from tests.broker_process import BrokerProcess
 from tests.java_harness import SHARE, JavaClient
 from tests.raw import RawClient
+from tests.wait import wait_until
 
 pytestmark = pytest.mark.skipif(not SHARE.available()[0], reason=SHARE.available()[1])
 
@@ -63,15 +63,15 @@ def _close(*clients: JavaClient) -> None:
 def _wait_members_assigned(b, group: str, n: int, timeout: float = 120.0) -> None:
     """Until ShareGroupDescribe shows ``n`` members, each assigned a partition."""
     raw = RawClient(b.bootstrap)
-    deadline = time.monotonic() + timeout
+    last = []
+
+    def assigned() -> bool:
+        [g] = raw.request(77, 1, {"group_ids": [group], "include_authorized_operations": False}).groups
+        last[:] = [g]
+        return len([m for m in g.members if any(tp.partitions for tp in m.assignment.topic_partitions)]) >= n
+
     try:
-        while True:
-            [g] = raw.request(77, 1, {"group_ids": [group], "include_authorized_operations": False}).groups
-            assigned = [m for m in g.members if any(tp.partitions for tp in m.assignment.topic_partitions)]
-            if len(assigned) >= n:
-                return
-            assert time.monotonic() < deadline, f"{len(assigned)} of {n} members assigned: {g}"
-            time.sleep(0.1)  # polling the group's state (an observation, not a wait for time to pass)
+        wait_until(assigned, timeout=timeout, interval=0.1, what=f"{n} members of {group} assigned", describe=lambda: repr(last))
     finally:
         raw.close()
 

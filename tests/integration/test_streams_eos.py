@@ -44,6 +44,7 @@ from bench.txn import read_all
 from tests import java_harness, reference_kafka
 from tests.broker_process import BrokerProcess
 from tests.raw import RawClient
+from tests.wait import wait_until
 from tests.integration.test_transactions import QUIET, new_topic
 
 pytestmark = pytest.mark.slow
@@ -121,14 +122,6 @@ class PacedProducer(threading.Thread):
         self.unflushed = self.producer.flush(WAIT_S)
 
 
-def until(what: str, condition, timeout: float = WAIT_S, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(interval)
-    return value
-
-
 def start_app(bootstrap: str, inp: str, out: str, app_id: str, state_dir, name: str) -> java_harness.JavaClient:
     return java_harness.JavaClient("run", bootstrap, "--input", inp, "--output", out, "--app-id", app_id,
                                    "--state-dir", str(state_dir), "--threads", "2", "--progress-every", "500",
@@ -191,7 +184,8 @@ def test_word_count_is_exactly_once_across_broker_and_app_kill_9(own_broker, tmp
         progress_since(app, 0, RECORDS // 6)
         broker.kill()
         down_at = producer.sent
-        until("records written while the broker is down", lambda: producer.sent >= down_at + OUTAGE_S * RATE, timeout=OUTAGE_S + WAIT_S)
+        wait_until(lambda: producer.sent >= down_at + OUTAGE_S * RATE, timeout=OUTAGE_S + WAIT_S,
+                   what="records written while the broker is down")
         broker.start()
         mark = len(app.events)
         progress_since(app, mark, RECORDS // 6)  # it is processing again, through the same broker
@@ -202,7 +196,7 @@ def test_word_count_is_exactly_once_across_broker_and_app_kill_9(own_broker, tmp
         apps.append(app)
         progress_since(app, 0, RECORDS // 10)
 
-        until("the producer to finish", lambda: not producer.is_alive(), timeout=RECORDS / RATE + WAIT_S)
+        wait_until(lambda: not producer.is_alive(), timeout=RECORDS / RATE + WAIT_S, what="the producer to finish")
         assert producer.unflushed == 0 and not producer.errors, (producer.unflushed, producer.errors[:5])
 
         # the input is exactly what was produced (the idempotent producer wrote nothing twice)

@@ -26,7 +26,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import uuid
 
 import pytest
@@ -36,6 +35,7 @@ from broker.testing import BrokerThread
 from protocol.errors import ErrorCode
 from tests.integration.test_handlers_hostile import _frame
 from tests.raw import RawClient
+from tests.wait import wait_until
 
 _PARTITIONS_MSG = "Excessively large number of partitions per request."
 _BATCH_MSG = "Unable to perform excessively large batch operation."
@@ -69,11 +69,8 @@ def _partition_count(c: RawClient, topic: str) -> int | None:
 
 def _settled_partition_count(c: RawClient, topic: str) -> int | None:
     """The count once the topic shows in Metadata: Kafka's brokers learn of a new topic a moment
-    after CreateTopics answers (kafkalite at once), so this asks until it does or 30 s pass."""
-    deadline = time.monotonic() + 30
-    while (n := _partition_count(c, topic)) is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return n
+    after CreateTopics answers (kafkalite at once), so this asks until it does."""
+    return wait_until(lambda: _partition_count(c, topic), what=f"{topic} in Metadata")
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.txn import read_all
+from tests.wait import wait_until
 
 QUIET = {"log_level": 3}
 
@@ -110,9 +111,9 @@ def test_offsets_sent_to_a_transaction_count_only_when_it_commits(group_broker):
     p.produce(topic, value=b"y", partition=0)
     p.send_offsets_to_transaction([TopicPartition(topic, 0, 7)], meta, 30)
     p.commit_transaction(30)
-    deadline = time.monotonic() + 30
-    while c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset != 7:  # the marker reaches the group coordinator after the answer
-        assert time.monotonic() < deadline, "the transaction's offset never became the group's"
+    # the marker reaches the group coordinator after the answer
+    wait_until(lambda: c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset == 7,
+               what="the transaction's offset to become the group's")
     c.close()
 
 
@@ -215,7 +216,8 @@ async def test_markers_that_fail_to_be_written_are_tried_again_until_they_are():
     from broker.coordinator.common import CoordinatorError
     from broker.testing import Broker
     from protocol.errors import ErrorCode
-    from tests.integration.test_backpressure import Client, until
+    from tests.integration.test_backpressure import Client
+    from tests.wait import async_wait_until
 
     async with Broker() as broker:
         await broker.create_topic("m", 1)
@@ -249,7 +251,7 @@ async def test_markers_that_fail_to_be_written_are_tried_again_until_they_are():
         end = await client.request(26, 3, {"transactional_id": "flaky", "producer_id": pid, "producer_epoch": epoch, "committed": True})
         assert end.error_code == ErrorCode.none
         log = broker.cluster.partition("m", 0).log
-        await until(lambda: log.last_stable_offset == log.log_end_offset, what="the COMMIT marker, after the failed tries")
+        await async_wait_until(lambda: log.last_stable_offset == log.log_end_offset, what="the COMMIT marker, after the failed tries")
         assert len(failures) == 3
-        await until(lambda: coordinator.describe(["flaky"])[0].state == "CompleteCommit", what="COMPLETE_COMMIT")
+        await async_wait_until(lambda: coordinator.describe(["flaky"])[0].state == "CompleteCommit", what="COMPLETE_COMMIT")
         client.close()

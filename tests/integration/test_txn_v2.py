@@ -18,7 +18,8 @@ from bench.txn import read_all
 from broker.testing import Broker
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch
-from tests.integration.test_backpressure import Client, until
+from tests.integration.test_backpressure import Client
+from tests.wait import async_wait_until
 
 E = ErrorCode
 
@@ -68,7 +69,7 @@ def _state(broker, tid: str):
 
 
 async def _stable(log) -> None:
-    await until(lambda: log.last_stable_offset == log.log_end_offset, what="the transaction's markers")
+    await async_wait_until(lambda: log.last_stable_offset == log.log_end_offset, what="the transaction's markers")
 
 
 async def test_produce_adds_the_partition_and_every_end_bumps_the_epoch():
@@ -95,7 +96,7 @@ async def test_produce_adds_the_partition_and_every_end_bumps_the_epoch():
         aborted = await tx.end(False)
         assert (aborted.error_code, aborted.producer_epoch) == (E.none, 2)
         await _stable(log0)
-        await until(lambda: _state(broker, "v2-basic").state == "CompleteAbort", what="COMPLETE_ABORT")
+        await async_wait_until(lambda: _state(broker, "v2-basic").state == "CompleteAbort", what="COMPLETE_ABORT")
         bootstrap = f"127.0.0.1:{broker.port}"
         committed = await asyncio.to_thread(read_all, bootstrap, "v2", 3, "read_committed", 2)
         assert sorted(committed) == [b"a", b"b"]
@@ -132,11 +133,11 @@ async def test_the_next_transaction_waits_until_the_last_ones_markers_are_writte
         assert await tx.commit_offset("g-held", "held", 2) == [E.concurrent_transactions]
         assert log.log_end_offset == end_before and log.in_transaction(tx.pid)
         release.set()
-        await until(lambda: _state(broker, "v2-held").state == "CompleteCommit", what="COMPLETE_COMMIT")
+        await async_wait_until(lambda: _state(broker, "v2-held").state == "CompleteCommit", what="COMPLETE_COMMIT")
         assert await tx.produce("held", 0, 0, b"second") == E.none
         assert await tx.commit_offset("g-held", "held", 2) == [E.none]
         assert (await tx.end(False)).error_code == E.none
-        await until(lambda: _state(broker, "v2-held").state == "CompleteAbort", what="COMPLETE_ABORT")
+        await async_wait_until(lambda: _state(broker, "v2-held").state == "CompleteAbort", what="COMPLETE_ABORT")
         bootstrap = f"127.0.0.1:{broker.port}"
         assert await asyncio.to_thread(read_all, bootstrap, "held", 1, "read_committed", 1) == [b"first"]
         fetched = await client.request(9, 7, {"group_id": "g-held", "topics": [{"name": "held", "partition_indexes": [0]}], "require_stable": True})
@@ -162,7 +163,7 @@ async def test_txn_offset_commit_adds_the_offsets_partition():
 
         assert await fetch() == (E.unstable_offset_commit, -1)
         assert (await tx.end(True)).error_code == E.none
-        await until(lambda: _state(broker, "v2-offsets").state == "CompleteCommit", what="COMPLETE_COMMIT")
+        await async_wait_until(lambda: _state(broker, "v2-offsets").state == "CompleteCommit", what="COMPLETE_COMMIT")
         assert await fetch() == (E.none, 7)
         client.close()
 

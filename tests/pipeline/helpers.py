@@ -7,6 +7,8 @@ import time
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.wait import wait_until
+
 _COORDINATOR_NOT_READY = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE}
 
 
@@ -31,16 +33,16 @@ def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int], meta
     try:
         tps = [TopicPartition(t, p, o) if metadata is None else TopicPartition(t, p, o, metadata=metadata)
                for (t, p), o in offsets.items()]
-        deadline = time.monotonic() + 30
-        while True:
+        def committed():
             try:
-                result = c.commit(offsets=tps, asynchronous=False)
-                break
+                return c.commit(offsets=tps, asynchronous=False)
             except KafkaException as e:
                 # a fresh Apache Kafka answers NOT_COORDINATOR until __consumer_offsets is loaded
-                if e.args[0].code() not in _COORDINATOR_NOT_READY or time.monotonic() > deadline:
+                if e.args[0].code() not in _COORDINATOR_NOT_READY:
                     raise
-                time.sleep(0.5)
+                return None
+
+        result = wait_until(committed, interval=0.1, what=f"{group}'s coordinator to take a commit")
         for tp in result:
             assert tp.error is None, tp.error
     finally:
@@ -65,20 +67,14 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 5.0, 
     return out
 
 
-def pump(consumers, seconds: float) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        for c in consumers:
-            c.poll(0.05)
-
-
 def wait_assigned(consumers, expected_total: int, timeout: float = 30.0) -> None:
     """Poll until the consumers own ``expected_total`` partitions between them, disjointly, each some."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        pump(consumers, 0.3)
+
+    def settled() -> bool:
+        for c in consumers:
+            c.poll(0.05)  # the consumers' polls are the interval: they must run for the group to rebalance
         owned = [tp for c in consumers for tp in c.assignment()]
-        settled = all(c.assignment() for c in consumers)
-        if settled and len(owned) == expected_total and len({(tp.topic, tp.partition) for tp in owned}) == expected_total:
-            return
-    raise AssertionError(f"assignment did not settle: {[[(tp.topic, tp.partition) for tp in c.assignment()] for c in consumers]}")
+        return all(c.assignment() for c in consumers) and len(owned) == expected_total == len({(tp.topic, tp.partition) for tp in owned})
+
+    wait_until(settled, timeout=timeout, interval=0, what=f"{len(consumers)} consumers to own {expected_total} partitions between them",
+               describe=lambda: repr([[(tp.topic, tp.partition) for tp in c.assignment()] for c in consumers]))

@@ -13,6 +13,7 @@ pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -e 
 from pipeline import spark as ps
 from pipeline import streaming
 from tests.pipeline.helpers import create_topic, produce, read_all
+from tests.wait import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -22,16 +23,15 @@ S = 1000
 T0 = (int(time.time()) // 10 * 10 - 600) * S
 
 
-def _wait(predicate, timeout: float, what: str, query=None):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if query is not None and query.exception() is not None:
+def _wait(predicate, timeout: float, what: str, query):
+    """``predicate`` (reading the output topic) until it holds; a failed query ends the wait at once."""
+
+    def ready():
+        if query.exception() is not None:
             raise AssertionError(f"streaming query failed: {query.exception()}")
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}" + (f"; last progress: {query.lastProgress}" if query is not None else ""))
+        return predicate()
+
+    return wait_until(ready, timeout=timeout, what=what, describe=lambda: f"last progress: {query.lastProgress}")
 
 
 def _outputs(bootstrap: str, topic: str):
@@ -83,7 +83,7 @@ def test_windowed_counts_survive_stop_and_restart(spark, kafkalite, tmp_path):
     query = streaming.start(spark, bs, "clicks", "click-counts", checkpoint, starting_offsets="latest", name="counts2")
     try:
         _wait(lambda: len(set(_outputs(bs, "click-counts"))) >= 5, 90, "the later windows' counts", query)
-        time.sleep(2)  # a further batch would show a stray extra row
+        query.processAllAvailable()  # every batch the input allows has run: a stray extra row would show
     finally:
         query.stop()
 

@@ -22,7 +22,6 @@ untrusted CA with its own "alice".
 from __future__ import annotations
 
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +30,7 @@ import pytest
 from broker.security.certs import Certs, generate
 from broker.testing import BrokerThread, Secured
 from tests import reference_kafka
+from tests.wait import wait_until
 
 PASSWORD = "alice-secret-9f3"
 REAUTH_MS = 3000
@@ -109,15 +109,12 @@ def wait_scram(bootstrap: str, user: str, expected: list[list[int]], timeout: fl
     [] for none). Kafka's broker learns of an alteration from its controller a moment after the answer."""
     from .raw import Raw
 
-    deadline = time.monotonic() + timeout
+    def shown() -> bool:
+        (res,) = c.request(50, 0, {"users": [{"name": user}]}).results
+        return sorted([i.mechanism, i.iterations] for i in res.credential_infos) == expected
+
     with Raw(bootstrap) as c:
-        while True:
-            (res,) = c.request(50, 0, {"users": [{"name": user}]}).results
-            if sorted([i.mechanism, i.iterations] for i in res.credential_infos) == expected:
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"SCRAM credentials of {user} not shown as {expected}")
-            time.sleep(0.05)
+        wait_until(shown, timeout=timeout, what=f"SCRAM credentials of {user} shown as {expected}")
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ import pytest
 
 from broker.testing import BrokerThread
 from tests import reference_kafka
+from tests.wait import wait_until
 
 
 USERS = {"alice": "alice-pw-1", "bob": "bob-pw-2", "admin": "admin-pw-3"}
@@ -73,10 +74,7 @@ class AclTarget:
         from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
         flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY)
-        deadline = time.monotonic() + 30
-        while not set(bindings) <= set(admin.describe_acls(flt).result(30)):
-            assert time.monotonic() < deadline, f"ACLs not shown by {self.kind}"
-            time.sleep(0.05)
+        wait_until(lambda: set(bindings) <= set(admin.describe_acls(flt).result(30)), what=f"the ACLs shown by {self.kind}")
 
 
 def _kafkalite(tmp_path_factory, allow_everyone: bool):
@@ -268,9 +266,7 @@ def test_acl_apis_answer_as_kafka(acl_target):
             r = c.request(30, 3, {"creations": [valid_first, {**creations[0], **bad}]})
             assert [(x.error_code, x.error_message) for x in r.results] == [(ErrorCode.unknown_server_error, None)] * 2, bad
         flt = {"resource_type_filter": 1, "resource_name_filter": name, "pattern_type_filter": 1, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
-        deadline = time.monotonic() + 30
-        while len((d := c.request(29, 3, flt)).resources) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        d = wait_until(lambda: r if len((r := c.request(29, 3, flt)).resources) >= 2 else None, what="the two bindings described")
         assert d.error_code == ErrorCode.none  # and no TRANSACTIONAL_ID binding: those requests failed whole
         assert sorted((x.resource_type, x.resource_name, x.pattern_type, [(a.principal, a.host, a.operation, a.permission_type) for a in x.acls]) for x in d.resources) == [
             (2, name, 4, [("User:alice", "*", 3, 3)]),

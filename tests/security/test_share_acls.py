@@ -5,6 +5,7 @@ topic, as Kafka's KafkaApis checks them."""
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
+from tests.wait import wait_until
 
 from .raw import Raw, plain_token
 from .test_acls import USERS, _acl, _name, acl_target  # noqa: F401 - the fixture
@@ -22,15 +23,13 @@ def _alice(target) -> Raw:
 def _heartbeat(c: Raw, body: dict):
     """One heartbeat after FindCoordinator (which makes Kafka create __consumer_offsets), retried while the
     coordinator is not ready yet."""
-    import time
 
-    deadline = time.monotonic() + 30
-    while True:
+    def answered():
         c.request(10, 4, {"key_type": 0, "coordinator_keys": [body["group_id"]]})
         r = c.request(76, 1, body)
-        if r.error_code not in (E.not_coordinator, E.coordinator_not_available, E.coordinator_load_in_progress) or time.monotonic() > deadline:
-            return r
-        time.sleep(0.1)
+        return None if r.error_code in (E.not_coordinator, E.coordinator_not_available, E.coordinator_load_in_progress) else r
+
+    return wait_until(answered, what=f"the coordinator of {body['group_id']} to answer a share group heartbeat")
 
 
 def test_share_heartbeat_needs_read_on_group_and_describe_on_topics(acl_target):  # noqa: F811 - the imported fixture

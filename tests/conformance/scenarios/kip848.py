@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import time
+import contextlib
 import uuid
 
 from kio.schema.errors import ErrorCode
+
+from tests.wait import WaitTimeout
 
 from ..driver import Driver
 from ..registry import scenario
@@ -422,15 +424,18 @@ def rebalance_timeout_fences_unrevoking_member(d: Driver):
     b.join()
     all2 = list(a.owned)
     d.obs("a-revoke", **shape(d, a.hb(owned=all2)))
-    deadline = time.monotonic() + 10
-    r = None
-    while time.monotonic() < deadline:
-        r = cghb(d, g, a.id, a.epoch, version=1, owned=all2, conn="a")
-        if r.error_code != ErrorCode.none:
-            break
+    answers = []
+
+    def fenced() -> bool:  # a keeps heartbeating with both partitions, b heartbeats too
+        answers.append(cghb(d, g, a.id, a.epoch, version=1, owned=all2, conn="a"))
+        if answers[-1].error_code != ErrorCode.none:
+            return True
         b.hb()
-        time.sleep(0.2)
-    d.obs("a-fenced", **shape(d, r))
+        return False
+
+    with contextlib.suppress(WaitTimeout):  # the last answer is the observation, whatever it is
+        d.until(fenced, timeout=10, interval=0.2, what="a to be fenced")
+    d.obs("a-fenced", **shape(d, answers[-1]))
     d.until(lambda: sum(len(p) for _, p in (b.hb() and b.owned)) == 2, what="b owns both")
     d.obs("b", epoch_positive=b.epoch > 0, owned=sum(len(p) for _, p in b.owned))
 

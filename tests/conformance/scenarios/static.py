@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from kio.schema.errors import ErrorCode
+
+from tests.wait import WaitTimeout
 
 from ..driver import Driver
 from ..registry import scenario
@@ -38,12 +41,15 @@ def wait_state(d: Driver, group: str, state: str, timeout: float = 20) -> None:
 def heartbeat_until(d: Driver, conn: str, group: str, generation: int, member_id: str, want: ErrorCode, timeout: float = 20,
                     instance: str | None = None) -> ErrorCode:
     """Heartbeat every 200 ms until the answer is ``want`` (or the deadline); returns the last answer."""
-    deadline = time.monotonic() + timeout
-    while True:
-        e = heartbeat(d, conn, group, generation, member_id, instance=instance).error_code
-        if e == want or time.monotonic() > deadline:
-            return e
-        time.sleep(0.2)
+    answers = []
+
+    def answered() -> bool:
+        answers.append(heartbeat(d, conn, group, generation, member_id, instance=instance).error_code)
+        return answers[-1] == want
+
+    with contextlib.suppress(WaitTimeout):  # the last answer is the observation, whatever it is
+        d.until(answered, timeout=timeout, interval=0.2, what=f"a heartbeat answered {want.name}")
+    return answers[-1]
 
 
 # -- static membership --------------------------------------------------------------------

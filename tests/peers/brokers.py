@@ -31,12 +31,12 @@ def reference_name() -> str:
 
 
 @contextlib.contextmanager
-def kafkalite(data_dir: Path | None = None, partitions: int = 1):
-    """A fresh kafkalite (auto-created topics get ``partitions``); on exit stops it,
-    raising HandlerFailed if a handler raised."""
+def kafkalite(data_dir: Path | None = None, partitions: int = 1, extra: tuple[str, ...] = ()):
+    """A fresh kafkalite (auto-created topics get ``partitions``, ``extra`` are more serve
+    arguments); on exit stops it, raising HandlerFailed if a handler raised."""
     own = data_dir is None
     data_dir = data_dir or Path(tempfile.mkdtemp(prefix="kafkalite-peers-"))
-    broker = BrokerProcess(data_dir, *KAFKALITE_ARGS, "--num-partitions", str(partitions)).start()
+    broker = BrokerProcess(data_dir, *KAFKALITE_ARGS, "--num-partitions", str(partitions), *extra).start()
     try:
         yield broker
     finally:

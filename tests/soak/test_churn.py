@@ -2,9 +2,11 @@
 
 The engine is ``bench/churn.py`` (its docstring describes the workload and the
 invariants); ``python -m bench.churn`` runs the long version. Here each group
-protocol churns for ``KAFKALITE_SOAK_SECONDS`` (75 by default) with
-``KAFKALITE_SOAK_MEMBERS`` (50) consumer processes, against kafkalite always and
-against the reference Kafka broker where Java and Maven are available, and the
+protocol churns for ``KAFKALITE_SOAK_SECONDS`` (45 by default) with
+``KAFKALITE_SOAK_MEMBERS`` (50) consumer processes, against kafkalite always and,
+with ``KAFKALITE_SOAK_REFERENCE=1``, against the reference Kafka broker where Java
+and Maven are available (``make test`` compares the two brokers under CPU hogs in
+``test_starvation.py``, the same churn, and leaves this baseline out for time), and the
 three invariants must hold: no partition owned by two live members at once, every
 partition owned by exactly one member once the group has settled, and no
 committed offset going backwards.
@@ -26,7 +28,8 @@ import pytest
 from bench.churn import ChurnConfig, Event, analyse, run
 from tests import reference_kafka
 
-SECONDS = float(os.environ.get("KAFKALITE_SOAK_SECONDS", "75"))
+SECONDS = float(os.environ.get("KAFKALITE_SOAK_SECONDS", "45"))
+REFERENCE = os.environ.get("KAFKALITE_SOAK_REFERENCE") == "1"
 MEMBERS = int(os.environ.get("KAFKALITE_SOAK_MEMBERS", "50"))
 
 
@@ -35,6 +38,8 @@ MEMBERS = int(os.environ.get("KAFKALITE_SOAK_MEMBERS", "50"))
 @pytest.mark.parametrize("broker", ["kafkalite", pytest.param("kafka", marks=pytest.mark.reference)])
 def test_churn_keeps_ownership_and_offsets_consistent(broker, protocol, tmp_path):
     if broker == "kafka":
+        if not REFERENCE:
+            pytest.skip("the unstarved Kafka baseline runs with KAFKALITE_SOAK_REFERENCE=1 (make test compares the brokers under CPU hogs: test_starvation.py)")
         ok, reason = reference_kafka.available()
         if not ok:
             pytest.skip(reason)

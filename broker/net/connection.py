@@ -363,6 +363,9 @@ class KafkaConnection(Pipeline, Dispatch, SendFiles, SaslGate, asyncio.Protocol)
         does not wait: many connections make a request or two and idle. A
         task also ends while the client is not reading its answers
         (``resume_writing`` starts another).
+
+        The common path (a request handled, its answer written) is inline; the
+        uncommon branches are the methods after this one.
         """
         queue = self.queue
         broker = self.broker
@@ -372,12 +375,8 @@ class KafkaConnection(Pipeline, Dispatch, SendFiles, SaslGate, asyncio.Protocol)
         try:
             while True:
                 while queue:
-                    if self.paused or self.closing:  # one test on the common path
-                        if self.paused & _WRITE or self.closing:
-                            self.seen = _now()
-                            return
-                        if self.paused & _QUEUE and len(queue) < _MAX_QUEUED // 2 and self.held < broker.conn_queue_bytes:
-                            self._resume(_QUEUE)
+                    if (self.paused or self.closing) and self._stalled(queue):  # one test on the common path
+                        return
                     event = queue.popleft()
                     if type(event) is Request and event.api_key in LIVENESS_APIS:
                         unstarted = event  # still evidence of life while it waits below (arrivals.py)
@@ -414,51 +413,17 @@ class KafkaConnection(Pipeline, Dispatch, SendFiles, SaslGate, asyncio.Protocol)
                         if n >= _LARGE or broker.pool_full:
                             self._released(n)
                     if out is not None:
-                        if type(out) is bytes:
-                            if queue and len(out) < _COALESCE:
-                                # more requests wait (a pipelining client): hold the answer so the
-                                # answers of one burst leave in one write; see _send_held
-                                held_out = self.held_out
-                                if held_out is None:
-                                    held_out = self.held_out = [out]
-                                    broker.loop.call_soon(self._send_held)  # if a handler waits before the burst ends
-                                else:
-                                    held_out.append(out)
-                                    if len(held_out) >= _COALESCE_COUNT:
-                                        self._send_held()
-                                continue
-                            if len(out) >= _LARGE:
-                                broker.trim_due += len(out)
-                            if self.held_out is not None:
-                                self.held_out.append(out)
-                                self._send_held()
-                            else:
-                                self.transport.write(out)  # may call pause_writing
-                        else:  # a list of buffers (a Fetch answer's records are not copied into it)
-                            n = 0
-                            files = False
-                            for b in out:
-                                if type(b) is FileRegion:  # sent from the file: no memory to trim
-                                    files = True
-                                else:
-                                    n += len(b)
-                            if n >= _LARGE:
-                                broker.trim_due += n
-                            if self.held_out is not None:
-                                self._send_held()
-                            if files:
-                                self._send_files(out)  # may pause (_WRITE)
-                            else:
-                                self.transport.writelines(out)  # may call pause_writing
+                        if type(out) is not bytes:  # a list of buffers (a Fetch answer's records are not copied into it)
+                            self._answer_buffers(out)
+                        elif queue and len(out) < _COALESCE:  # more requests wait (a pipelining client)
+                            self._hold_answer(out)
+                        elif self.held_out is None and len(out) < _LARGE:
+                            self.transport.write(out)  # may call pause_writing
+                        else:
+                            self._answer_bytes(out)
                 self.seen = _now()  # idle from here on (the sweep's clock)
                 if self.doomed is not None:  # the requests before a bad frame are answered: close
-                    if self.inflight:
-                        await self._settle()
-                    self._send_held()
-                    if self.paused & _WRITE:  # once the client has taken them (resume_writing)
-                        return
-                    self.log.warning("closing connection: protocol error", reason=self.doomed)
-                    self.close()
+                    await self._close_doomed()
                     return
                 if self.paused & _QUEUE:
                     self._resume(_QUEUE)
@@ -472,36 +437,111 @@ class KafkaConnection(Pipeline, Dispatch, SendFiles, SaslGate, asyncio.Protocol)
                 if not queue:  # woken by the sweep (or the broker stopping)
                     return
         except Exception as exc:  # noqa: BLE001 - a bug outside the handlers (answering an unsupported version, say)
-            event = self.ctx.request if self.ctx is not None else None
-            self.log.error("connection task failed", exc_info=exc)
-            if event is not None:
-                self._handler_failed(event, exc)
-            else:
-                self.close()
+            self._task_failed(exc)
         except asyncio.CancelledError:
-            if not self.closing and not asyncio.current_task().cancelling():
-                # a handler awaited a future someone else cancelled: a broker bug, and the
-                # client would wait forever for answers that never come
-                self.log.error("connection task ended by a cancellation it was not sent", exc_info=True)
-                event = self.ctx.request if self.ctx is not None else None
-                if event is not None:
-                    self._handler_failed(event, RuntimeError("the handler awaited a future that was cancelled"))
-                else:
-                    self.close()
+            self._task_cancelled()
         finally:
             if unstarted is not None:  # the connection closed while it waited behind pipelined requests
                 broker.arrivals.dropped(unstarted)
             if self.task is asyncio.current_task():
-                self.task = None
-                self.waiter = None
-                if not queue:
-                    self.queue = None
-                    ctx = self.ctx
-                    if ctx is not None and not self.closing:  # quiet: the context is made again on the next request
-                        request = ctx.request
-                        if request is not None:
-                            self.client_id = request.client_id
-                        self.ctx = None
-                    proto = self.proto
-                    if proto is not None and not proto._frames.in_frame:
-                        self.proto = None  # quiet: the decoder is made again on the next byte
+                self._task_ended(queue)
+
+    # -- the request task's uncommon steps ---------------------------------
+    def _stalled(self, queue: deque) -> bool:
+        """The connection is paused or closing: True if the task ends here (the client is not
+        reading its answers, or the connection closes); else read again once the queue is short."""
+        if self.paused & _WRITE or self.closing:
+            self.seen = _now()
+            return True
+        if self.paused & _QUEUE and len(queue) < _MAX_QUEUED // 2 and self.held < self.broker.conn_queue_bytes:
+            self._resume(_QUEUE)
+        return False
+
+    def _hold_answer(self, out: bytes) -> None:
+        """A small answer while more requests wait: held so that the answers of one burst leave
+        in one write (see _send_held)."""
+        held_out = self.held_out
+        if held_out is None:
+            self.held_out = [out]
+            self.broker.loop.call_soon(self._send_held)  # if a handler waits before the burst ends
+        else:
+            held_out.append(out)
+            if len(held_out) >= _COALESCE_COUNT:
+                self._send_held()
+
+    def _answer_bytes(self, out: bytes) -> None:
+        """Write an answer that is large (its memory counts towards trimming) or that follows
+        answers held for coalescing (they go first, in the same write)."""
+        if len(out) >= _LARGE:
+            self.broker.trim_due += len(out)
+        if self.held_out is not None:
+            self.held_out.append(out)
+            self._send_held()
+        else:
+            self.transport.write(out)  # may call pause_writing
+
+    def _answer_buffers(self, out: list) -> None:
+        """Write an answer that is a list of buffers, some of them FileRegions maybe (sent from
+        their files, see sendfile.py), after any held answers."""
+        n = 0
+        files = False
+        for b in out:
+            if type(b) is FileRegion:  # sent from the file: no memory to trim
+                files = True
+            else:
+                n += len(b)
+        if n >= _LARGE:
+            self.broker.trim_due += n
+        if self.held_out is not None:
+            self._send_held()
+        if files:
+            self._send_files(out)  # may pause (_WRITE)
+        else:
+            self.transport.writelines(out)  # may call pause_writing
+
+    async def _close_doomed(self) -> None:
+        """The requests before a frame that could not be used are answered: close, once the
+        client has taken the answers (else ``resume_writing`` starts a task that comes back here)."""
+        if self.inflight:
+            await self._settle()
+        self._send_held()
+        if self.paused & _WRITE:
+            return
+        self.log.warning("closing connection: protocol error", reason=self.doomed)
+        self.close()
+
+    def _task_failed(self, exc: Exception) -> None:
+        """The task raised outside the handlers: a broker bug; only this connection closes."""
+        event = self.ctx.request if self.ctx is not None else None
+        self.log.error("connection task failed", exc_info=exc)
+        if event is not None:
+            self._handler_failed(event, exc)
+        else:
+            self.close()
+
+    def _task_cancelled(self) -> None:
+        """The task was cancelled. Not by connection_lost or the loop: a handler awaited a future
+        someone else cancelled, a broker bug, and the client would wait forever for its answers."""
+        if not self.closing and not asyncio.current_task().cancelling():
+            self.log.error("connection task ended by a cancellation it was not sent", exc_info=True)
+            event = self.ctx.request if self.ctx is not None else None
+            if event is not None:
+                self._handler_failed(event, RuntimeError("the handler awaited a future that was cancelled"))
+            else:
+                self.close()
+
+    def _task_ended(self, queue: deque) -> None:
+        """The connection's task has ended: with nothing queued, it keeps no context nor decoder."""
+        self.task = None
+        self.waiter = None
+        if not queue:
+            self.queue = None
+            ctx = self.ctx
+            if ctx is not None and not self.closing:  # quiet: the context is made again on the next request
+                request = ctx.request
+                if request is not None:
+                    self.client_id = request.client_id
+                self.ctx = None
+            proto = self.proto
+            if proto is not None and not proto._frames.in_frame:
+                self.proto = None  # quiet: the decoder is made again on the next byte

@@ -188,9 +188,9 @@ class Admission:
         for attempt in (0, 1):
             for c in self.connections:
                 if c.paused == _POOL and c.proto is not None and c not in skip:
-                    frames = c.proto._frames
-                    if frames.in_large_frame and frames.buffered > most:
-                        best, most = c, frames.buffered
+                    proto = c.proto
+                    if proto.in_large_frame and proto.buffered > most:
+                        best, most = c, proto.buffered
             if best is not None or not skip or attempt:
                 break
             skip.clear()  # every candidate stalled once: go round again

@@ -142,7 +142,7 @@ class KafkaConnection(Pipeline, Dispatch, SendFiles, SaslGate, asyncio.Protocol)
     def in_large_frame(self) -> bool:
         """Part of a frame of ``LARGE_FRAME`` bytes or more is here, the rest still to come."""
         proto = self.proto
-        return proto is not None and proto._frames.in_large_frame
+        return proto is not None and proto.in_large_frame
 
     def _hold(self) -> None:
         if self.paused and not self.closing:
@@ -172,15 +172,17 @@ class KafkaConnection(Pipeline, Dispatch, SendFiles, SaslGate, asyncio.Protocol)
             if security.ssl_context is not None and _SO_RCVLOWAT:
                 self.lowat = 1
             if security.client_auth != "none":
-                from .security.tls import peer_principal
+                from ..security.tls import peer_principal
 
                 self.principal = peer_principal(transport) or ANONYMOUS
             if security.sasl:
-                from .security.authenticator import Authenticator
+                from ..security.authenticator import Authenticator
 
                 self.auth = Authenticator(self, security, broker.scram)
 
-    def data_received(self, data: bytes) -> None:
+    def data_received(self, data: bytes, framed: list[bytes] | None = None) -> None:
+        """Bytes from the client: frame and decode them, queue the requests, start the task.
+        ``framed``: frames that came before ``data``, framed already (by the SASL gate)."""
         if self.closing or self.doomed is not None:
             return
         if self.auth is not None:  # a SASL client that has not authenticated yet
@@ -190,10 +192,9 @@ class KafkaConnection(Pipeline, Dispatch, SendFiles, SaslGate, asyncio.Protocol)
         proto = self.proto
         if proto is None:
             proto = self.proto = ServerConnection(broker.supported, broker.config.max_frame_bytes)
-        frames = proto._frames
-        before = frames.buffered
+        before = proto.buffered
         try:
-            events = proto.receive_data(data)
+            events = proto.receive_data(data) if framed is None else proto.receive_framed(framed, data)
         except ProtocolError as exc:
             events = exc.events
             if not events:
@@ -207,7 +208,7 @@ class KafkaConnection(Pipeline, Dispatch, SendFiles, SaslGate, asyncio.Protocol)
             self._pause(_STOP)
             added = -before  # the decoder's buffer is dropped with the stream
         else:
-            added = frames.buffered - before
+            added = proto.buffered - before
         queue = self.queue
         if events:
             if self.expires is not None and self._session_over(events):
@@ -235,7 +236,7 @@ class KafkaConnection(Pipeline, Dispatch, SendFiles, SaslGate, asyncio.Protocol)
         if broker.request_bytes >= broker.request_bytes_limit:
             broker._pool_over(self, bool(events))
         if self.lowat is not None:
-            self._tune_lowat(frames)
+            self._tune_lowat(proto)
 
     def pause_writing(self) -> None:
         self.tpaused = True
@@ -543,5 +544,5 @@ class KafkaConnection(Pipeline, Dispatch, SendFiles, SaslGate, asyncio.Protocol)
                     self.client_id = request.client_id
                 self.ctx = None
             proto = self.proto
-            if proto is not None and not proto._frames.in_frame:
+            if proto is not None and not proto.in_frame:
                 self.proto = None  # quiet: the decoder is made again on the next byte

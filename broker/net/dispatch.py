@@ -82,7 +82,7 @@ class Dispatch:
         """A handler's write failed on the disk (ENOSPC, EIO): KAFKA_STORAGE_ERROR in every error
         code of the answer, as Kafka answers a KafkaStorageException; the broker and the
         connection go on (the handler changed nothing it did not undo: docs/reliability.md)."""
-        from .faults import NO_RESPONSE, error_response
+        from ..faults import NO_RESPONSE, error_response
 
         self.log.error("storage error", api=HANDLERS[event.api_key].NAME, error=str(exc), errno=exc.errno)
         try:
@@ -149,7 +149,7 @@ class Dispatch:
                 self._handler_failed(event, exc)
                 return None
         else:  # a planned answer: faults are in use, so broker.faults is imported already
-            from .faults import NO_RESPONSE
+            from ..faults import NO_RESPONSE
 
             if body is NO_RESPONSE:
                 body = None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import socket
 
 from protocol.connection import Request, ServerConnection
-from protocol.framing import FrameError, encode_frame
+from protocol.framing import FrameError
 
 from .common import _LOWAT_MAX, _LOWAT_MIN, _SO_RCVLOWAT, _TLS_RECORD, _now
 
@@ -25,7 +25,7 @@ class SaslGate:
 
     __slots__ = ()
 
-    def _tune_lowat(self, frames) -> None:
+    def _tune_lowat(self, proto: ServerConnection) -> None:
         """TLS connections in the middle of a large request: wake up for no less than most of its
         rest. A TLS client writes records of 16 KiB at most (librdkafka much smaller ones), and the
         transport decrypts and hands over what arrived at each wake-up, which for large requests
@@ -33,8 +33,7 @@ class SaslGate:
         kernel reports the socket readable only once that many bytes wait (or at EOF): the rest of
         the frame, less one TLS record (the transport may hold up to one partial record of it
         already), at most _LOWAT_MAX. Back to 1 between frames, so a small request is never held."""
-        need = frames._need
-        left = need - frames.buffered if need >= 0 else 0
+        left = proto.frame_left
         want = min(left - _TLS_RECORD, _LOWAT_MAX) if left > _LOWAT_MIN + _TLS_RECORD else 1
         if want != self.lowat:
             sock = self.transport.get_extra_info("socket")
@@ -55,7 +54,7 @@ class SaslGate:
         if proto is None:
             proto = self.proto = ServerConnection(self.broker.supported, min(auth.max_receive, self.broker.config.max_frame_bytes))
         try:
-            frames = proto._frames.feed(data)
+            frames = proto.receive_frames(data)
         except FrameError as exc:
             auth.failure = ("oversized" if "exceeds" in str(exc) else "malformed", str(exc))
             self._auth_closed(auth)
@@ -83,10 +82,13 @@ class SaslGate:
                 self.principal = session.principal
                 self.expires = session.expires
                 self.broker.auth_event(self, session.mechanism, None)
-                rest = b"".join(encode_frame(f) for f in frames[i + 1 :]) + proto._frames.take_pending()
+                # the frames after this one are requests as any others, framed already: handed on
+                # with the rest of the read, not framed again
+                rest = frames[i + 1 :]
+                pending = proto.take_pending()
                 self.proto = None  # the next one takes frames up to socket.request.max.bytes
-                if rest:
-                    self.data_received(rest)
+                if rest or pending:
+                    self.data_received(pending, rest)
                 return
 
     def _auth_closed(self, auth) -> None:

@@ -46,7 +46,7 @@ class Admission:
         self.write_high = min(_WRITE_HIGH, config.max_frame_bytes)
         self.write_low = self.write_high // 4
         self.conn_queue_bytes = config.max_frame_bytes
-        # requests, broker-wide (queued.max.request.bytes; see the module docstring)
+        # requests, broker-wide (queued.max.request.bytes; see broker/net/__init__.py)
         self.request_bytes = 0
         limit = config.queued_max_request_bytes
         self.request_bytes_limit = limit if limit > 0 else sys.maxsize

@@ -93,7 +93,7 @@ class KafkaConnection(Pipeline, Dispatch, SendFiles, SaslGate, asyncio.Protocol)
         self.sasl = None
         self.expires: float | None = None
         self.lowat: int | None = None  # TLS: the socket's SO_RCVLOWAT (see _tune_lowat)
-        # answers holding FileRegions (see "sending from files" below): whether this connection
+        # answers holding FileRegions (see broker/net/sendfile.py): whether this connection
         # sends them with sendfile (None until a Fetch asks; False: through the transport, a
         # piece at a time), what is left of the one being sent, the socket's descriptor
         # duplicated for sendfile's writability watch, and whether the transport's own buffer

@@ -151,18 +151,14 @@ class ServerConnection:
         one: the frames that followed SASL authentication in the same read), then those completed
         by ``data``; raises ``ProtocolError`` as ``receive_data`` does, with the events before."""
         events = []
-        for frame in frames:
-            try:
+        try:
+            for frame in frames:
                 events.append(self.parse_frame(frame))
-            except ProtocolError as exc:
-                exc.events = events
-                raise
-        if data:
-            try:
+            if data:
                 events += self.receive_data(data)
-            except ProtocolError as exc:
-                exc.events = events + exc.events
-                raise
+        except ProtocolError as exc:
+            exc.events = events + exc.events  # parse_frame's carry none; receive_data's, those of data
+            raise
         return events
 
     def parse_frame(self, frame: bytes) -> Request | UnsupportedVersion:

@@ -194,3 +194,6 @@ def test_the_connection_counts_what_it_holds_and_hands_over_frames_framed_once()
     with pytest.raises(ProtocolError) as failed:
         ServerConnection(SUPPORTED).receive_framed([first[4:], b"\x00\x63" + first[6:]], b"")
     assert [e.correlation_id for e in failed.value.events] == [7]
+    with pytest.raises(ProtocolError) as failed:
+        ServerConnection(SUPPORTED).receive_framed([first[4:]], first + encode_frame(b"\x00\x63" + first[6:]))
+    assert [e.correlation_id for e in failed.value.events] == [7, 7]

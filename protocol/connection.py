@@ -85,18 +85,39 @@ class ServerConnection:
     ) -> None:
         self.supported = supported
         self._frames = FrameDecoder(max_frame_bytes)
+        # bytes received for frames not complete yet, as of the last receive (an attribute: the
+        # broker reads it around every receive_data to count what a connection holds)
+        self.buffered = 0
+
+    @property
+    def in_frame(self) -> bool:
+        """Whether part of a frame (or of its size prefix) has been received."""
+        return self._frames.in_frame
+
+    @property
+    def in_large_frame(self) -> bool:
+        """Whether part of a frame of ``LARGE_FRAME`` bytes or more has been received, the rest
+        still to come (what a broker short of request memory holds back)."""
+        return self._frames.in_large_frame
+
+    @property
+    def frame_left(self) -> int:
+        """Bytes of the frame being received still to come; 0 while a size prefix is read."""
+        return self._frames.frame_left
 
     def receive_data(self, data: bytes) -> list[Request | UnsupportedVersion]:
         """The requests completed by ``data``; raises ``ProtocolError`` at the first frame that
         cannot be framed or decoded, with the events before it (``ProtocolError.events``)."""
+        decoder = self._frames
         try:
-            frames = self._frames.feed(data)
+            frames = decoder.feed(data)
         except FrameError as exc:
             failed = ProtocolError(str(exc))
             failed.__cause__ = exc
             frames = exc.frames
         else:
             failed = None
+        self.buffered = decoder.buffered
         events = []
         for frame in frames:
             try:
@@ -107,6 +128,37 @@ class ServerConnection:
         if failed is not None:
             failed.events = events
             raise failed
+        return events
+
+    def receive_frames(self, data: bytes) -> list[bytes]:
+        """The frames completed by ``data``, not parsed: for a connection whose first frames are
+        parsed by someone else (kafkalite's SASL authenticator). Raises ``FrameError``."""
+        decoder = self._frames
+        try:
+            return decoder.feed(data)
+        finally:
+            self.buffered = decoder.buffered
+
+    def take_pending(self) -> bytes:
+        """The bytes received and not yet handed out as a frame, as they came (size prefix
+        included), and a connection emptied of them: what a connection that changes decoders
+        between two frames (after SASL authentication) carries over to the next one."""
+        self.buffered = 0
+        return self._frames.take_pending()
+
+    def receive_framed(self, frames: list[bytes], data: bytes) -> list[Request | UnsupportedVersion]:
+        """The requests of ``frames``, framed already (by the connection's decoder before this
+        one: the frames that followed SASL authentication in the same read), then those completed
+        by ``data``; raises ``ProtocolError`` as ``receive_data`` does, with the events before."""
+        events = []
+        try:
+            for frame in frames:
+                events.append(self.parse_frame(frame))
+            if data:
+                events += self.receive_data(data)
+        except ProtocolError as exc:
+            exc.events = events + exc.events  # parse_frame's carry none; receive_data's, those of data
+            raise
         return events
 
     def parse_frame(self, frame: bytes) -> Request | UnsupportedVersion:

@@ -71,6 +71,12 @@ class FrameDecoder:
         the rest of it is still to come): what a broker short of request memory holds back."""
         return self._pieces is not None
 
+    @property
+    def frame_left(self) -> int:
+        """Bytes of the frame being received still to come; 0 while a size prefix is read."""
+        need = self._need
+        return need - self.buffered if need >= 0 else 0
+
     def take_pending(self) -> bytes:
         """The bytes received and not yet handed out as a frame, as they came (size prefix
         included), and a decoder emptied of them: what a connection that changes decoders

@@ -87,7 +87,7 @@ _TABLE = (
 _MODULES = tuple(row[0] for row in _TABLE)
 
 # APIs whose requests a connection starts while its earlier requests still wait for their
-# records to be durable (KafkaConnection._run in broker/server.py): a pipelining client's
+# records to be durable (KafkaConnection._run in broker/net/connection.py): a pipelining client's
 # commits and heartbeats then ride in one append and their answers leave in one write.
 # Each of these modules has, next to ``handle``, a synchronous ``begin(ctx, request)`` that
 # does the request's work at once and returns the answer, or a ``Pending`` of it

@@ -182,7 +182,7 @@ async def test_a_client_that_reads_nothing_holds_bounded_memory_and_others_are_s
             unsent = conn.transport.get_write_buffer_size()
             assert unsent + conn.held <= 2 * limit, (unsent, conn.held)
             assert conn.paused and unread(conn) > 0, "the broker reads from a client whose answers pile up"
-            assert conn.proto._frames.buffered + sum(e.size + 4 for e in conn.queue or ()) <= conn.held
+            assert conn.proto.buffered + sum(e.size + 4 for e in conn.queue or ()) <= conn.held
         queued = len(conn.queue or ())
         assert queued < 2000, "every request was read"
 

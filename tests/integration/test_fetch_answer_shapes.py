@@ -31,7 +31,7 @@ import time
 import pytest
 import uvloop
 
-import broker.server as server_module
+import broker.net.dispatch as dispatch_module
 from broker.handlers.fetch import ANSWER_MEMORY
 from broker.security.testkit import secured
 from broker.server import _WRITE
@@ -150,14 +150,14 @@ class Shapes:
         """No fast Fetch encoder: kio's path (codec.build) encodes the answers, regions and all."""
         for v in VERSIONS:
             monkeypatch.delitem(fast.ENCODERS, (1, v))
-        real = server_module.build
+        real = dispatch_module.build
 
         def spy(cls, body):
             if cls.__name__ == "FetchResponse":
                 self.note(body)
             return real(cls, body)
 
-        monkeypatch.setattr(server_module, "build", spy)
+        monkeypatch.setattr(dispatch_module, "build", spy)
 
 
 def check_shape(name: str, kinds: list[tuple[str, int]]) -> None:

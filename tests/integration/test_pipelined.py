@@ -1,4 +1,4 @@
-"""Pipelined requests (broker/server.py, ``KafkaConnection._start``): a client that
+"""Pipelined requests (broker/net/pipeline.py, ``KafkaConnection._start``): a client that
 sends several OffsetCommit, Heartbeat or ConsumerGroupHeartbeat requests without
 waiting has them all started at once, so that they ride in one append, and
 answered in the order it sent them, each only once its records are durable.

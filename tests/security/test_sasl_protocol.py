@@ -8,6 +8,7 @@ answer. The clients are raw sockets (``raw.py``).
 
 from __future__ import annotations
 
+import struct
 import time
 
 import pytest
@@ -219,6 +220,26 @@ def test_sasl_requests_after_authentication_are_illegal(target):
         assert (r.error_code, r.error_message) == (ErrorCode.illegal_sasl_state, "SaslAuthenticate request received after successful authentication")
         r = c.handshake("PLAIN")
         assert (r.error_code, list(r.mechanisms)) == (ErrorCode.illegal_sasl_state, [])
+
+
+def test_requests_in_the_same_write_as_the_authentication_are_answered_in_order(target):
+    """Requests sent with the SaslAuthenticate that completes authentication, in one write, and a
+    frame cut in two by the end of it, are requests as any others: answered, in order."""
+    with Raw(target.listeners["SASL_PLAINTEXT"]) as c:
+        c.handshake("PLAIN")
+        framed: list[bytes] = []
+        c.frame = lambda payload: framed.append(struct.pack(">i", len(payload)) + payload)  # encode, do not send
+        auth = c.send(36, 2, {"auth_bytes": plain_token("alice", PASSWORD)})
+        versions = c.send(18, 3, {"client_software_name": "raw", "client_software_version": "1"})
+        metadata = c.send(3, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        del c.frame
+        data = b"".join(framed)
+        cut = len(data) - 7  # inside the Metadata request
+        c.sock.sendall(data[:cut])
+        assert c.recv(36, 2, auth).error_code == ErrorCode.none
+        assert c.recv(18, 3, versions).error_code == ErrorCode.none
+        c.sock.sendall(data[cut:])
+        assert c.recv(3, 12, metadata).brokers
 
 
 @pytest.mark.parametrize("listener", ["PLAINTEXT", "SSL"])

@@ -221,7 +221,7 @@ def test_key_store_forms(tmp_path):
 
 
 def test_large_requests_over_tls(kafkalite_target):
-    """Requests of hundreds of KiB over TLS (read with SO_RCVLOWAT, server.py _tune_lowat), in
+    """Requests of hundreds of KiB over TLS (read with SO_RCVLOWAT, broker/net/sasl_gate.py _tune_lowat), in
     pieces and back to back with small ones: every one is answered, the records come back whole."""
     certs = kafkalite_target.certs
     address = kafkalite_target.listeners["SSL"]
@@ -262,7 +262,7 @@ def test_large_requests_over_tls(kafkalite_target):
 
 def test_large_fetches_over_tls_come_back_whole(target):
     """Fetch answers of megabytes over TLS: kafkalite sends their records from the segment files
-    through the TLS transport 256 KiB at a time (server.py, "sending from files"). librdkafka reads
+    through the TLS transport 256 KiB at a time (broker/net/sendfile.py). librdkafka reads
     20 MB back with 8 MiB partition fetches, every record once and in order, as from Kafka."""
     from confluent_kafka import TopicPartition
 

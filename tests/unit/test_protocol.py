@@ -170,3 +170,30 @@ def test_produce_request_round_trip(version, acks, payload):
 def test_decode_error_is_clean():
     with pytest.raises(DecodeError):
         decode(request_class(3, 12), b"\x05")
+
+
+# ---------------------------------------------------------------- what the broker reads of a connection
+
+
+def test_the_connection_counts_what_it_holds_and_hands_over_frames_framed_once():
+    """``buffered``, ``in_frame``, ``in_large_frame`` and ``frame_left`` as the broker reads them;
+    ``receive_frames`` then ``take_pending`` and ``receive_framed``: the SASL gate's hand-over."""
+    header = RequestHeaderV2(request_api_key=18, request_api_version=3, correlation_id=7, client_id="c")
+    first = frame_request(header, ApiVersionsRequest(client_software_name="a", client_software_version="1"))
+    large = encode_frame(b"\x00" * (70 * 1024))
+    gate = ServerConnection(SUPPORTED, max_frame_bytes=1024)
+    raw = gate.receive_frames(first + first + first[:6])
+    assert raw == [first[4:], first[4:]]
+    assert (gate.buffered, gate.in_frame, gate.in_large_frame, gate.frame_left) == (2, True, False, len(first) - 4 - 2)
+    pending = gate.take_pending()
+    assert pending == first[:6] and gate.buffered == 0 and not gate.in_frame
+    conn = ServerConnection(SUPPORTED)
+    events = conn.receive_framed(raw[1:], pending + first[6:] + large[:5000])
+    assert [e.correlation_id for e in events] == [7, 7]
+    assert conn.in_large_frame and conn.buffered == 5000 - 4 and conn.frame_left == 70 * 1024 - (5000 - 4)
+    with pytest.raises(ProtocolError) as failed:
+        ServerConnection(SUPPORTED).receive_framed([first[4:], b"\x00\x63" + first[6:]], b"")
+    assert [e.correlation_id for e in failed.value.events] == [7]
+    with pytest.raises(ProtocolError) as failed:
+        ServerConnection(SUPPORTED).receive_framed([first[4:]], first + encode_frame(b"\x00\x63" + first[6:]))
+    assert [e.correlation_id for e in failed.value.events] == [7, 7]

@@ -84,8 +84,10 @@ def test_a_compacted_transactional_topic_reads_the_same_after_cleaning(tmp_path)
         for t in (now, now + 1, now + 1 + RET, now + 2 + 2 * RET):
             stats.append(plog.compact(t))
             offsets_log.compact(t)
-        assert sum(s.aborted_batches_dropped for s in stats) > 0
-        assert sum(s.aborted_txns_dropped for s in stats) > 0
+        # the broker's own maintenance thread compacts this log too (every second, at the real time): what it
+        # dropped before these passes is not in their stats, so the aborted data is checked on the log itself
+        # (no aborted transaction left, the log smaller) rather than by who dropped it; markers outlive
+        # delete.retention.ms, which only these passes' clock reaches
         assert sum(s.markers_dropped for s in stats) > 0
         assert plog.size_bytes < size
         assert plog.aborted_transactions(0, plog.log_end_offset) == []

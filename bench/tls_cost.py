@@ -23,6 +23,8 @@ connection. ``--kafka`` runs the same against the reference Apache Kafka 4.1
 
 from __future__ import annotations
 
+from protocol.varint import uvarint_rest
+
 import argparse
 import base64
 import hashlib
@@ -230,14 +232,10 @@ def _auth_bytes(resp: bytes) -> bytes:
 
 
 def _read_uvarint(b: bytes, pos: int) -> tuple[int, int]:
-    v = shift = 0
-    while True:
-        x = b[pos]
-        pos += 1
-        v |= (x & 0x7F) << shift
-        if x < 0x80:
-            return v, pos
-        shift += 7
+    x = b[pos]
+    if x < 0x80:
+        return x, pos + 1
+    return uvarint_rest(b, pos + 1, x & 0x7F, 63, ValueError, "varint longer than 64 bits")
 
 
 class _ScramCache:

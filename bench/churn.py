@@ -1,4 +1,4 @@
-"""Membership churn against one consumer group, on kafkalite or on Apache Kafka 4.1.
+"""Membership churn against one consumer group, on kafkalite or on Apache Kafka (4.4 by default: tests/reference_kafka.py).
 
     python -m bench.churn --broker kafkalite|kafka --protocol classic|consumer \\
         --members 50 --seconds 600 --json out.json
@@ -92,6 +92,10 @@ class ChurnConfig:
     pause: str | None = None  # "MS:EVERY_MS": SIGSTOP the broker process for MS, every EVERY_MS (either broker)
     loop_monitor: bool = False  # kafkalite logs its event loop's lag (LOOPLAG lines)
     trace: bool = False  # kafkalite writes trace.jsonl (requests, heartbeats, commits) in the work dir
+    # with loop_monitor: a thread samples the loop thread's stack during stalls (STALLSTACK lines). Off by
+    # default: each sample takes the GIL from the loop, and when the sampler waits for a CPU the loop waits
+    # with it; under four hogs that made the longest stall 1.5-2x what the broker alone shows
+    stall_stacks: bool = False
     no_loop_watch: bool = False  # kafkalite without its stall compensation (LoopWatch reports nothing): for before/after runs
     bootstrap: str | None = None  # use a running broker instead of starting one
     work_dir: str | None = None
@@ -269,11 +273,14 @@ class BrokerHandle:
                 os.environ["CHURN_TRACE"] = str(self.work / "trace.jsonl")
             if cfg.no_loop_watch:
                 os.environ["CHURN_NO_LOOP_WATCH"] = "1"
+            if cfg.stall_stacks:
+                os.environ["CHURN_STALL_STACKS"] = "1"
             try:
                 self.impl = Broker(self.work / "kafkalite-data", *args, python_args=python_args, log_path=self.work / "kafkalite.log").start()
             finally:
                 os.environ.pop("CHURN_TRACE", None)
                 os.environ.pop("CHURN_NO_LOOP_WATCH", None)
+                os.environ.pop("CHURN_STALL_STACKS", None)
         return self.impl.bootstrap
 
     @property
@@ -345,13 +352,16 @@ def _stall_launch(argv: list[str]) -> int:
             # loop thread's CPU time and run-queue wait, and the stacks sampled during stalls
             lags: list[float] = []
             last = time.monotonic()
-            threading.Thread(target=sample_stalls, daemon=True).start()
+            if os.environ.get("CHURN_STALL_STACKS"):
+                threading.Thread(target=sample_stalls, daemon=True).start()
             run0, wait0 = schedstat()
             while True:
-                t0 = time.monotonic()
+                t0, c0 = time.monotonic(), time.thread_time()
                 await asyncio.sleep(0.05)
                 ticked[0] = time.monotonic()
                 lags.append((ticked[0] - t0 - 0.05) * 1000)
+                if lags[-1] > 100:  # the loop thread's CPU time in a late tick: near the lag, the loop was busy; far below, it waited for a CPU
+                    print(f"SLOWTICK lag={lags[-1]:.0f}ms cpu={(time.thread_time() - c0) * 1000:.0f}ms", file=sys.stderr, flush=True)
                 if t0 - last >= 5:
                     lags.sort()
                     run1, wait1 = schedstat()
@@ -443,18 +453,15 @@ def _install_trace(path: str) -> None:
 
     import broker.handlers.consumer_group_heartbeat as cgh_handler
 
-    real_cgh = cgh_handler.handle
+    real_invalid = cgh_handler._invalid
 
-    async def cgh_handle(ctx, req):
-        # every ConsumerGroupHeartbeat answer, errors refused before the coordinator included
-        body = await real_cgh(ctx, req)
-        code = int(body.get("error_code", 0) or 0)
-        if code:
-            w(ev="cgh_error", client=ctx.request.client_id, member=req.member_id, epoch=req.member_epoch, err=code, msg=body.get("error_message"),
-              owned=None if req.topic_partitions is None else sum(len(tp.partitions) for tp in req.topic_partitions))
-        return body
+    def cgh_invalid(req, code, message):
+        # every ConsumerGroupHeartbeat error answer, those refused before the coordinator included
+        w(ev="cgh_error", client=None, member=req.member_id, epoch=req.member_epoch, err=int(code), msg=message,
+          owned=None if req.topic_partitions is None else sum(len(tp.partitions) for tp in req.topic_partitions))
+        return real_invalid(req, code, message)
 
-    cgh_handler.handle = cgh_handle
+    cgh_handler._invalid = cgh_invalid
 
     real_hb = consumer.ConsumerGroups.heartbeat
 
@@ -462,7 +469,7 @@ def _install_trace(path: str) -> None:
         result = real_hb(self, p)
         r = result.response
         w(ev="cghb", client=p.client_id, member=p.member_id or r.get("member_id"), epoch=p.member_epoch, owned=None if p.owned is None else sum(len(v) for v in p.owned.values()),
-          resp_epoch=r.get("member_epoch"), err=int(r.get("error_code", 0)), assignment=r.get("assignment") is not None)
+          resp_epoch=r.get("member_epoch"), err=int(r.get("error_code", 0)), assignment=r.get("assignment") is not None, iv=r.get("heartbeat_interval"))
         return result
 
     consumer.ConsumerGroups.heartbeat = cg_heartbeat
@@ -770,6 +777,7 @@ class Churn:
         for _ in range(cfg.members):
             self.spawn()
             self.pump(0.1)
+        t_populated = time.monotonic()
         self._start_hogs()
         churn_end = t_start + cfg.seconds
         next_action = time.monotonic() + self.rng.expovariate(1.0 / cfg.action_interval)
@@ -823,6 +831,9 @@ class Churn:
             partitions=cfg.partitions,
             seed=cfg.seed,
             churn_seconds=round(t_churn_end - t_start, 1),
+            populated_s=round(t_populated - t_start, 1),  # every initial member's process started
+            # when the last partition owned twice was handed out, in seconds from the first member's start
+            last_overlap_s=None if report["last_overlap_t"] is None else round(report["last_overlap_t"] - t_start, 1),
             settled=settled_at is not None,
             settle_seconds=round((settled_at or t_settle_end) - t_churn_end, 1),
             joins=self.counts["joins"],
@@ -986,6 +997,7 @@ def analyse(events: list[Event], partitions: int, *, settle_at: float | None = N
     return {
         "overlaps": len(overlaps),
         "overlap_examples": overlaps[:10],
+        "last_overlap_t": overlaps[-1]["t"] if overlaps else None,  # overlaps are found in time order
         "unowned_after_settle": len(unowned),
         "unowned_partitions": unowned,
         "doubly_owned_after_settle": len(doubly),
@@ -1038,6 +1050,11 @@ def broker_log_stats(kind: str, protocol: str, text: str, group: str) -> dict:
             if all("cpu" in d for d in lags):  # the loop thread's CPU time and run-queue wait (schedstat)
                 out["loop_cpu_ms"] = sum(int(d["cpu"].rstrip("ms")) for d in lags)
                 out["loop_runq_wait_ms"] = sum(int(d["runq_wait"].rstrip("ms")) for d in lags)
+            slow = [dict(_KV.findall(line)) for line in text.splitlines() if line.startswith("SLOWTICK ")]
+            if slow:  # the longest stall, and the loop thread's CPU time in it: far below it, the thread waited for a CPU
+                worst = max(slow, key=lambda d: int(d["lag"].rstrip("ms")))
+                out["loop_worst_stall_cpu_ms"] = int(worst["cpu"].rstrip("ms"))
+                out["loop_stalls_over_100ms"] = len(slow)
             stall_stacks = collections.Counter()
             for line in text.splitlines():
                 if line.startswith("STALLSTACK "):
@@ -1123,6 +1140,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--classic-session-ms", type=int, default=d.classic_session_ms, help="session.timeout.ms of the classic members")
     ap.add_argument("--hog", type=int, default=0, help="busy-loop processes while the churn runs")
     ap.add_argument("--hog-through-settle", action="store_true")
+    ap.add_argument("--stall-stacks", action="store_true", help="with --loop-monitor: sample the loop's stack during stalls (costs the loop GIL hand-offs)")
     ap.add_argument("--loop-stall", help="MS:EVERY_MS: block kafkalite's event loop (kafkalite only)")
     ap.add_argument("--pause", help="MS:EVERY_MS: SIGSTOP the broker for MS every EVERY_MS while the churn runs")
     ap.add_argument("--loop-monitor", action="store_true", help="kafkalite logs its event loop's lag every 5 s")
@@ -1138,7 +1156,7 @@ def main(argv: list[str] | None = None) -> int:
         broker=a.broker, protocol=a.protocol, members=a.members, seconds=a.seconds, partitions=a.partitions,
         seed=a.seed, action_interval=a.action_interval, produce_rate=a.produce_rate, settle=a.settle,
         consumer_heartbeat_ms=a.consumer_heartbeat_ms, consumer_session_ms=a.consumer_session_ms, classic_session_ms=a.classic_session_ms,
-        hog=a.hog, pause=a.pause, hog_through_settle=a.hog_through_settle, loop_stall=a.loop_stall, loop_monitor=a.loop_monitor, trace=a.trace, no_loop_watch=a.no_loop_watch, bootstrap=a.bootstrap,
+        hog=a.hog, pause=a.pause, hog_through_settle=a.hog_through_settle, loop_stall=a.loop_stall, loop_monitor=a.loop_monitor, stall_stacks=a.stall_stacks, trace=a.trace, no_loop_watch=a.no_loop_watch, bootstrap=a.bootstrap,
         work_dir=a.work_dir, kafka_debug_log=a.kafka_debug_log,
     )
     if cfg.loop_stall and cfg.broker != "kafkalite":

@@ -246,7 +246,7 @@ class KfakeProcess:
         self.log_path = self.data.parent / f"{self.data.name}.kfake.log"
 
     def start(self, t0: float, timeout: float = 60.0) -> None:
-        from tests.reference_kafka import _die_with_parent
+        from tests.reference_kafka import _die_with_parent, own_session
 
         self.data.mkdir(parents=True, exist_ok=True)
         args = [str(self.binary), "-port", str(self.port), "-heartbeat-interval-ms", str(K848_INTERVAL_MS), "-partitions", "1"]
@@ -257,7 +257,8 @@ class KfakeProcess:
             args += ["-data-dir", str(self.data / "state"), "-c", f"state.log.compact.bytes={KFAKE_COMPACT_BYTES}"]
         with open(self.log_path, "a") as log:
             self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
-                                         preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+                                         preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                                         start_new_session=own_session())
         box: dict = {}
         th = threading.Thread(target=lambda: box.setdefault("line", self.proc.stdout.readline().decode()), daemon=True)
         th.start()

@@ -75,7 +75,7 @@ async def load_once(path: Path) -> tuple[float, float, int, ShardRuntime]:
         partition = SimpleNamespace(index=0, log=plog)
         rt = ShardRuntime(0, partition, GroupConfig(), fsync_always=False, log=_Log())
         t0, c0 = time.perf_counter(), time.process_time()
-        await rt.load()
+        await rt.load(freeze=True)  # as at start
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         rt.close()
         return elapsed, cpu, rt.load_stats["records"], rt

@@ -65,8 +65,8 @@ POINTS = {
     "partitions.add.saving": "broker/cluster.py _grown: new partition directories exist, meta.json not written",
     "partitions.add.saved": "broker/cluster.py _grown: meta.json written, not answered",
     "meta.save.renaming": "broker/cluster.py Cluster._save: meta.json.tmp written and fsynced, not renamed",
-    "coordinator.append.before": "broker/coordinator/runtime.py ShardRuntime._flush: records encoded, not appended",
-    "coordinator.append.after": "broker/coordinator/runtime.py ShardRuntime._flush: appended (and fsynced per policy), not answered",
+    "coordinator.append.before": "broker/coordinator_runtime/runtime.py CoordinatorRuntime._append: records encoded, not appended",
+    "coordinator.append.after": "broker/coordinator_runtime/runtime.py CoordinatorRuntime._append: appended (and fsynced per policy), not answered",
 }
 
 BROKER_ARGS = (

@@ -55,9 +55,11 @@ class Broker:
         env = {**os.environ, "PYTHONPATH": str(self.root)}
         self._log = open(self.log_path, "w")
         t0 = time.perf_counter()
-        # BENCH_OWN_SESSION=1: the broker in a session of its own (with Linux's autogroup, a scheduling group of its own)
-        own = os.environ.get("BENCH_OWN_SESSION") == "1"
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=self.root, bufsize=0, start_new_session=own)
+        from tests.reference_kafka import own_session
+
+        # a session of its own: a scheduling group of its own under Linux's autogroup (tests/reference_kafka.py)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=self.root, bufsize=0,
+                                     start_new_session=own_session())
         line = self.proc.stdout.readline().decode()
         self.ready_s = time.perf_counter() - t0
         if not line.startswith("READY "):

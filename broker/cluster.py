@@ -27,6 +27,7 @@ from storage.config import LogConfig
 from storage.crashpoints import crash_point
 from storage.manager import LogManager
 
+from .coordinator_runtime.constants import COORDINATOR_TOPICS
 from .logs import get_logger
 from .producers import ProducerStateTable
 
@@ -35,7 +36,7 @@ log = get_logger("cluster")
 META_FILE = "meta.json"
 META_VERSION = 1
 
-KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+KAFKA_INTERNAL_TOPICS = frozenset(COORDINATOR_TOPICS)
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 PRODUCER_ID_BLOCK = 1000

@@ -29,19 +29,30 @@ bucket of a table that large, which Kafka's own order then does not match.
 from __future__ import annotations
 
 import math
+import sys
+from array import array
 from collections.abc import Iterable
-
-from broker.coordinator.placement import java_string_hash
+from functools import lru_cache
 
 __all__ = [
     "JavaHashTable",
     "copied_set_order",
     "fresh_set_order",
     "group_by_topic",
+    "java_abs",
+    "java_string_hash",
     "topic_partition_hash",
 ]
 
 _MASK = 0xFFFFFFFF
+_SIGN = 0x80000000
+_INT_MIN = -(1 << 31)
+# Code units in native byte order, so array("H") can read them directly.
+_UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
+# Up to this many units the hash is accumulated as a big int and masked once
+# at the end (cheaper than masking per unit); longer strings mask as they go
+# so the intermediate never grows past a machine word or two.
+_UNMASKED_MAX = 64
 _TREEIFY_THRESHOLD = 8
 _MIN_TREEIFY_CAPACITY = 64
 _DEFAULT_CAPACITY = 16
@@ -49,7 +60,38 @@ _DEFAULT_CAPACITY = 16
 
 def _int32(v: int) -> int:
     v &= _MASK
-    return v - (1 << 32) if v & 0x80000000 else v
+    return v - (1 << 32) if v & _SIGN else v
+
+
+def _hash_units(units) -> int:
+    h = 0
+    if len(units) <= _UNMASKED_MAX:
+        for u in units:
+            h = 31 * h + u
+        h &= _MASK
+    else:
+        for u in units:
+            h = (31 * h + u) & _MASK
+    return h - (1 << 32) if h & _SIGN else h
+
+
+@lru_cache(maxsize=8192)
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode()`` of ``s`` as a signed 32-bit int: over UTF-16 code units
+    (a character outside the BMP counts as its two surrogates), ``h = 31 * h + unit`` with
+    32-bit signed overflow, from 0. Cached: it runs for each FindCoordinator and group request."""
+    if s.isascii():
+        # ASCII: one byte per character, equal to its UTF-16 code unit.
+        return _hash_units(s.encode("ascii"))
+    # surrogatepass keeps lone surrogates (legal in both Java and Python
+    # strings) as the single code unit Java would see.
+    return _hash_units(array("H", s.encode(_UTF16_NATIVE, "surrogatepass")))
+
+
+def java_abs(n: int) -> int:
+    """Kafka's ``Utils.abs``: ``Integer.MIN_VALUE`` -> 0, else ``abs(n)`` (not ``n & 0x7fffffff``,
+    ``Utils.toPositive``, which disagrees for every negative ``n``)."""
+    return 0 if n == _INT_MIN else abs(n)
 
 
 def topic_partition_hash(topic: str, partition: int) -> int:

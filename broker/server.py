@@ -38,6 +38,7 @@ from . import datadir, diagnostics, memory
 from .cluster import Cluster
 from .config import BrokerConfig
 from .coordinator.common import GroupConfig
+from .coordinator_runtime.constants import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 from .coordinator.service import GroupCoordinator
 from .handlers import supported_versions
 from .listeners import Listener
@@ -46,8 +47,6 @@ from .metadata_load import load_cluster
 from .net.admission import Admission, listen_now
 from .net.common import _MAX_INFLIGHT, _PIECE, _POOL, _WRITE
 from .net.connection import KafkaConnection
-from .share import SHARE_STATE_TOPIC
-from .txn import TXN_TOPIC
 
 # what other modules and the tests take from here
 __all__ = ["_MAX_INFLIGHT", "_PIECE", "_POOL", "_WRITE", "Broker", "KafkaConnection", "listen_now", "ready_lines", "run"]
@@ -170,7 +169,7 @@ class Broker(Admission):
         """The transaction coordinator (broker/txn/service.py), made on first use."""
         if self._transactions is None:
             from .txn.service import TransactionCoordinator
-            from .txn.shard import TxnConfig
+            from .txn.model import TxnConfig
 
             config = self.config
             self._transactions = TransactionCoordinator(
@@ -285,7 +284,7 @@ class Broker(Admission):
 
     def internal_topic_configs(self, name: str) -> dict[str, str] | None:
         """The configs an internal topic is created with: for one rebuilt from its directories."""
-        if name == "__consumer_offsets":
+        if name == OFFSETS_TOPIC:
             from .coordinator.service import offsets_topic_configs
 
             return offsets_topic_configs(self.coordinator.config)

@@ -471,6 +471,52 @@ def _kept_fields(hdr: BatchHeader) -> dict:
             "partition_leader_epoch": hdr.partition_leader_epoch}
 
 
+class _Output:
+    """The cleaned segment being written: its batches buffered and written in chunks of
+    ``_WRITE_CHUNK``, each noted in its indexes, and the earliest delete horizon it holds."""
+
+    __slots__ = ("seg", "parts", "pending", "written", "min_horizon")
+
+    def __init__(self, seg: Segment) -> None:
+        self.seg = seg
+        self.parts: list[bytes | memoryview] = []
+        self.pending = 0  # bytes in ``parts``
+        self.written = 0  # bytes written to the file
+        self.min_horizon: int | None = None
+
+    def emit(self, data: bytes | memoryview, last: int, max_ts: int) -> None:
+        n = len(data)
+        self.seg.note_batch(self.written + self.pending, last, max_ts, n)
+        self.parts.append(data)
+        self.pending += n
+        if self.pending >= _WRITE_CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.parts:
+            self.seg.fh.pwrite_all(b"".join(self.parts), self.written)
+            self.written += self.pending
+            self.parts.clear()
+            self.pending = 0
+
+    def note_horizon(self, horizon: int) -> None:
+        self.min_horizon = horizon if self.min_horizon is None else min(self.min_horizon, horizon)
+
+
+@dataclass(slots=True)
+class _Rules:
+    """What decides, batch by batch, what a cleaning pass keeps."""
+
+    offset_map: dict[bytes, int]  # key -> its latest offset
+    producers: _Producers
+    walk: _TxnWalk
+    first_uncleanable: int
+    drop_markers: bool
+    now: int
+    delete_retention_ms: int
+    stats: CompactionStats
+
+
 def _clean_group(
     plog: PartitionLog,
     segs: tuple[Segment, ...],
@@ -486,6 +532,8 @@ def _clean_group(
     epoch: int,
     stats: CompactionStats,
 ) -> None:
+    """Clean ``group`` into one segment: written as ``<base>-<end>.cleaned``, renamed ``.swap`` (the
+    commit point), put in place of the group in the log, then renamed to the segment's ``.log``."""
     cfg = plog.config
     d = plog.path
     base = group[0].base_offset
@@ -493,139 +541,159 @@ def _clean_group(
     cleaned_path = d / (stem + ".cleaned")
     swap_path = d / (stem + ".swap")
     new = Segment.create(d, base, cfg.segment_index_bytes, cfg.index_interval_bytes, path=cleaned_path)
+    rules = _Rules(offset_map, producers, walk, first_uncleanable, drop_markers, now, cfg.delete_retention_ms, stats)
     dropped_before = len(walk.dropped)
     committed = False
     try:
-        out: list[bytes | memoryview] = []
-        out_len = 0
-        written = 0
-        min_horizon: int | None = None
-
-        def emit(data: bytes | memoryview, last: int, max_ts: int) -> None:
-            nonlocal out_len, written
-            n = len(data)
-            new.note_batch(written + out_len, last, max_ts, n)
-            out.append(data)
-            out_len += n
-            if out_len >= _WRITE_CHUNK:
-                new.fh.pwrite_all(b"".join(out), written)
-                written += out_len
-                out.clear()
-                out_len = 0
-
+        out = _Output(new)
         for seg in group:
             stats.segments_in += 1
             stats.bytes_in += seg.size
             for _pos, hdr, data in seg.iter_batches():
                 _check_abort(plog, epoch)
-                last = hdr.base_offset + hdr.last_offset_delta
-                stats.records_in += hdr.records_count
-                horizon = hdr.delete_horizon_ms
-                control = hdr.is_control
-                if control:
-                    kind = _marker_kind(hdr, data) if hdr.is_transactional else None
-                    may_go = walk.on_marker(hdr, kind)
-                    discard = may_go and drop_markers and horizon is not None and horizon <= now
-                else:
-                    may_go = discard = walk.on_data(hdr)
-                keep_empty = (hdr.producer_id >= 0 and producers.holds_last(hdr)) or last + 1 == first_uncleanable
-                if discard and not keep_empty:
-                    if control:
-                        stats.markers_dropped += 1
-                    else:
-                        stats.aborted_batches_dropped += 1
-                    continue
-                if discard:
-                    if not control:
-                        stats.aborted_batches_dropped += 1
-                    if control and not _EMPTY_CONTROL_BATCHES and hdr.records_count > 0:
-                        # kept whole (see _EMPTY_CONTROL_BATCHES); its horizon is not a reason to clean again
-                        stats.records_out += hdr.records_count
-                        emit(data, last, hdr.max_timestamp)
-                    else:
-                        emit(_emptied(hdr), last, hdr.max_timestamp)
-                    continue
-                if control:
-                    # a marker with nothing of its transaction left gets its delete horizon
-                    stats.records_out += hdr.records_count
-                    if hdr.records_count > 0 and may_go and horizon is None:
-                        horizon = now + cfg.delete_retention_ms
-                        emit(_rebuilt(list(iter_records(data)), hdr, horizon), last, hdr.max_timestamp)
-                    elif hdr.records_count > 0 or keep_empty:
-                        emit(data, last, hdr.max_timestamp)
-                    else:
-                        stats.markers_dropped += 1  # an empty control batch no one needs
-                        continue
-                    if hdr.records_count > 0 and may_go and drop_markers:  # it goes once this passed
-                        min_horizon = horizon if min_horizon is None else min(min_horizon, horizon)
-                    continue
-                records = list(iter_records(data))
-                retained = []
-                has_tombstone = False
-                for r in records:
-                    k = r.key
-                    if k is not None:
-                        latest = offset_map.get(k)
-                        if latest is not None and latest > r.offset:
-                            continue
-                        if r.value is None:
-                            if horizon is not None and horizon <= now:
-                                stats.tombstones_dropped += 1
-                                continue
-                            has_tombstone = True
-                    retained.append(r)
-                if retained:
-                    stats.records_out += len(retained)
-                    set_horizon = has_tombstone and horizon is None
-                    if set_horizon:
-                        horizon = now + cfg.delete_retention_ms
-                    if has_tombstone:
-                        min_horizon = horizon if min_horizon is None else min(min_horizon, horizon)
-                    if len(retained) == len(records) and not set_horizon:
-                        emit(data, last, hdr.max_timestamp)
-                    else:
-                        emit(_rebuilt(retained, hdr, horizon), last, max(r.timestamp for r in retained))
-                elif keep_empty:
-                    emit(_emptied(hdr), last, hdr.max_timestamp)
-        if out:
-            new.fh.pwrite_all(b"".join(out), written)
-            written += out_len
-            out.clear()
-        new.size = written
-        new.seal()
-        new.min_delete_horizon = min_horizon
-        sync = cfg.fsync != "never"
-        if sync:
-            new.fh.fsync()
-        new.flushed_size = written
+                _clean_batch(rules, out, hdr, data)
+        out.flush()
         dropped = walk.dropped[dropped_before:]
-        if dropped:
-            _drop_from_txn_indexes(plog, segs, group, entries, dropped, sync)
-        _hook(plog, "cleaned")
-        os.replace(cleaned_path, swap_path)  # commit point
-        if sync:
-            _fsync_dir(d)
-        _hook(plog, "swap")
+        sync = cfg.fsync != "never"
+        _stage_cleaned(plog, segs, group, out, entries, dropped, cleaned_path, swap_path, sync)
         # in one step with the segments: a reader never sees a marker gone and its entry still there
         if not plog.swap_segments(group, new, epoch, {e.last_offset for e in dropped}):
             raise _Abort()
         committed = True
         stats.aborted_txns_dropped += len(dropped)
-        for seg in group:
-            seg.delete_files()
-        _hook(plog, "deleted")
-        os.replace(swap_path, new.log_path)
-        new.save_indexes(fsync=sync)
-        if sync:
-            _fsync_dir(d)
+        _finish_swap(plog, group, new, swap_path, sync)
         stats.segments_out += 1
-        stats.bytes_out += written
+        stats.bytes_out += out.written
     except Exception:
         if not committed:
             _unlink(cleaned_path)
             _unlink(swap_path)
             new.fh.close()
         raise
+
+
+def _clean_batch(rules: _Rules, out: _Output, hdr: BatchHeader, data) -> None:
+    """Keep, empty, rebuild or drop one batch of the group being cleaned."""
+    last = hdr.base_offset + hdr.last_offset_delta
+    rules.stats.records_in += hdr.records_count
+    horizon = hdr.delete_horizon_ms
+    control = hdr.is_control
+    if control:
+        kind = _marker_kind(hdr, data) if hdr.is_transactional else None
+        may_go = rules.walk.on_marker(hdr, kind)
+        discard = may_go and rules.drop_markers and horizon is not None and horizon <= rules.now
+    else:
+        may_go = discard = rules.walk.on_data(hdr)
+    keep_empty = (hdr.producer_id >= 0 and rules.producers.holds_last(hdr)) or last + 1 == rules.first_uncleanable
+    if discard:
+        _discard(rules.stats, out, hdr, data, last, control, keep_empty)
+    elif control:
+        _keep_marker(rules, out, hdr, data, last, horizon, may_go, keep_empty)
+    else:
+        _keep_records(rules, out, hdr, data, last, horizon, keep_empty)
+
+
+def _discard(stats: CompactionStats, out: _Output, hdr: BatchHeader, data, last: int, control: bool, keep_empty: bool) -> None:
+    """A batch of an aborted transaction, or a marker past its delete horizon: dropped, or kept as an
+    empty batch where its producer's last batch or the last offset before the uncleanable part must stay."""
+    if not keep_empty:
+        if control:
+            stats.markers_dropped += 1
+        else:
+            stats.aborted_batches_dropped += 1
+        return
+    if not control:
+        stats.aborted_batches_dropped += 1
+    if control and not _EMPTY_CONTROL_BATCHES and hdr.records_count > 0:
+        # kept whole (see _EMPTY_CONTROL_BATCHES); its horizon is not a reason to clean again
+        stats.records_out += hdr.records_count
+        out.emit(data, last, hdr.max_timestamp)
+    else:
+        out.emit(_emptied(hdr), last, hdr.max_timestamp)
+
+
+def _keep_marker(rules: _Rules, out: _Output, hdr: BatchHeader, data, last: int, horizon: int | None,
+                 may_go: bool, keep_empty: bool) -> None:
+    """A marker that stays: a marker with nothing of its transaction left gets its delete horizon."""
+    stats = rules.stats
+    stats.records_out += hdr.records_count
+    if hdr.records_count > 0 and may_go and horizon is None:
+        horizon = rules.now + rules.delete_retention_ms
+        out.emit(_rebuilt(list(iter_records(data)), hdr, horizon), last, hdr.max_timestamp)
+    elif hdr.records_count > 0 or keep_empty:
+        out.emit(data, last, hdr.max_timestamp)
+    else:
+        stats.markers_dropped += 1  # an empty control batch no one needs
+        return
+    if hdr.records_count > 0 and may_go and rules.drop_markers:  # it goes once this passed
+        out.note_horizon(horizon)
+
+
+def _keep_records(rules: _Rules, out: _Output, hdr: BatchHeader, data, last: int, horizon: int | None, keep_empty: bool) -> None:
+    """A data batch: the records a later one of the same key replaced go, and tombstones past their delete
+    horizon; a tombstone that stays gives the batch a delete horizon (``now + delete.retention.ms``)."""
+    stats = rules.stats
+    offset_map = rules.offset_map
+    now = rules.now
+    records = list(iter_records(data))
+    retained = []
+    has_tombstone = False
+    for r in records:
+        k = r.key
+        if k is not None:
+            latest = offset_map.get(k)
+            if latest is not None and latest > r.offset:
+                continue
+            if r.value is None:
+                if horizon is not None and horizon <= now:
+                    stats.tombstones_dropped += 1
+                    continue
+                has_tombstone = True
+        retained.append(r)
+    if retained:
+        stats.records_out += len(retained)
+        set_horizon = has_tombstone and horizon is None
+        if set_horizon:
+            horizon = now + rules.delete_retention_ms
+        if has_tombstone:
+            out.note_horizon(horizon)
+        if len(retained) == len(records) and not set_horizon:
+            out.emit(data, last, hdr.max_timestamp)
+        else:
+            out.emit(_rebuilt(retained, hdr, horizon), last, max(r.timestamp for r in retained))
+    elif keep_empty:
+        out.emit(_emptied(hdr), last, hdr.max_timestamp)
+
+
+def _stage_cleaned(plog: PartitionLog, segs: tuple[Segment, ...], group: list[Segment], out: _Output,
+                   entries: list[AbortedTxn], dropped: list[AbortedTxn], cleaned_path, swap_path, sync: bool) -> None:
+    """Make the written segment durable, take the aborted transactions it no longer holds off the
+    transaction indexes, and rename it ``.swap``: the commit point recovery completes."""
+    new = out.seg
+    new.size = out.written
+    new.seal()
+    new.min_delete_horizon = out.min_horizon
+    if sync:
+        new.fh.fsync()
+    new.flushed_size = out.written
+    if dropped:
+        _drop_from_txn_indexes(plog, segs, group, entries, dropped, sync)
+    _hook(plog, "cleaned")
+    os.replace(cleaned_path, swap_path)  # commit point
+    if sync:
+        _fsync_dir(plog.path)
+    _hook(plog, "swap")
+
+
+def _finish_swap(plog: PartitionLog, group: list[Segment], new: Segment, swap_path, sync: bool) -> None:
+    """After the swap in memory: the replaced segments' files go, the ``.swap`` becomes the ``.log``."""
+    for seg in group:
+        seg.delete_files()
+    _hook(plog, "deleted")
+    os.replace(swap_path, new.log_path)
+    new.save_indexes(fsync=sync)
+    if sync:
+        _fsync_dir(plog.path)
 
 
 def _drop_from_txn_indexes(

@@ -54,17 +54,17 @@ Threading model
   locking; a segment dropped by retention or compaction keeps its file
   descriptor open until the last reference goes away.
 
-This module holds appends, reads, truncation, durability and retention.
-Open-time recovery lives in recovery.py and compaction in compaction.py; the
-methods here that run them (``open``, ``cleanable_info``,
-``needs_compaction``, ``compact``) delegate to those modules.
+This module holds appends, rolls, reads, truncation and retention. The
+transactions' bookkeeping (queries, ``.txnindex``, snapshots) is in log_txn.py
+and the durability (flushes, clean shutdown, deletion) in log_durability.py,
+both mixins of ``PartitionLog``. Open-time recovery lives in recovery.py and
+compaction in compaction.py; the methods here that run them (``open``,
+``cleanable_info``, ``needs_compaction``, ``compact``) delegate to those modules.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import threading
 import time
 from bisect import bisect_right
@@ -75,7 +75,6 @@ from pathlib import Path
 from collections.abc import Callable, Iterable, Sequence
 
 from protocol.records import (
-    CONTROL_MASK,
     TRANSACTIONAL_MASK,
     BatchHeader,
     patch_base_offset,
@@ -93,9 +92,12 @@ from .errors import (
     RecordBatchTooLargeError,
 )
 from .index import write_file_atomic
-from .recovery import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, _fsync_dir, _txn_files, _unlink, load_snapshot, recover
+from .log_durability import DurableLog
+from .log_txn import TxnLog
+from .retention import expired_segments
+from .recovery import LOG_START_FILE, _fsync_dir, _unlink, recover
 from .segment import _REL_MAX, FileRegion, Segment
-from .txn import AbortedTxn, TxnState, control_kind, encode_entries, encode_snapshot, replay, snapshot_name
+from .txn import AbortedTxn, TxnState, encode_snapshot
 
 __all__ = ["PartitionLog", "AppendResult", "CompactionStats"]
 
@@ -116,6 +118,94 @@ class AppendResult:
     max_timestamp: int
     offset_of_max_timestamp: int
     log_append_time_ms: int  # -1 unless message.timestamp.type=LogAppendTime
+
+
+def _lay_out(
+    batches: Sequence[tuple[BatchHeader, bytes | bytearray | memoryview]],
+    next_off: int,
+    limit: int,
+    assign_offsets: bool,
+    leader_epoch: int | None,
+    use_lat: bool,
+    lat: int,
+) -> tuple[list, list[tuple[int, int, int, int]], int, int, int, int, int, list | None]:
+    """Check an append's batches and lay out what one pwritev writes (``PartitionLog.append``):
+    (the buffers, (position, last offset, max timestamp, size) of each batch, the bytes in all,
+    the next offset after them, the first base offset, the max timestamp and its offset, the
+    transactional batches as (header, base offset, bytes) or None).
+
+    The batches are written as they are, with no copy: each batch's first 16 bytes
+    (baseOffset, batchLength, partitionLeaderEpoch: outside the CRC) go out from a
+    patched copy in ``heads``, the rest straight from the request's buffer. Only
+    LogAppendTime (``use_lat``) rewrites CRC-covered bytes: those batches are copied."""
+    heads = memoryview(bytearray(_HEAD_PATCH * len(batches)))
+    iov: list = []
+    pos = 0
+    first_base = -1
+    max_ts = -1
+    off_of_max = -1
+    infos: list[tuple[int, int, int, int]] = []
+    txn: list | None = None
+    txn_bit = _TXN_BIT
+    for i, (hdr, data) in enumerate(batches):
+        n = len(data)
+        if n != hdr.size:
+            raise ValueError(f"batch header says {hdr.size} bytes but {n} were given")
+        if assign_offsets:
+            if n > limit:
+                raise RecordBatchTooLargeError(n, limit)
+            base = next_off
+        else:
+            base = hdr.base_offset
+            if base < next_off:
+                raise InvalidOffsetError(f"batch base offset {base} is below the next expected offset {next_off}")
+        view = data if type(data) is memoryview else memoryview(data)
+        if hdr.attributes & txn_bit:
+            if txn is None:
+                txn = []
+            txn.append((hdr, base, view))
+        if use_lat:
+            whole = bytearray(view)
+            patch_base_offset(whole, 0, base, leader_epoch)
+            set_log_append_time(whole, 0, lat)
+            iov.append(whole)
+            bts = lat
+        else:
+            head = heads[i * _HEAD_PATCH : (i + 1) * _HEAD_PATCH]
+            head[:] = view[:_HEAD_PATCH]
+            if assign_offsets or leader_epoch is not None:
+                patch_base_offset(head, 0, base, leader_epoch)
+            iov.append(head)
+            iov.append(view[_HEAD_PATCH:])
+            bts = hdr.max_timestamp
+        last = base + hdr.last_offset_delta
+        if first_base < 0:
+            first_base = base
+        if bts > max_ts:
+            max_ts, off_of_max = bts, last
+        infos.append((pos, last, bts, n))
+        next_off = last + 1
+        pos += n
+    return iov, infos, pos, next_off, first_base, max_ts, off_of_max, txn
+
+
+def _write(seg: Segment, iov: list, nbytes: int, infos: list[tuple[int, int, int, int]], now_ms: int) -> None:
+    """Write an append's buffers at the end of ``seg`` in one pwritev (cut back off on failure)
+    and note its batches in the segment's indexes."""
+    start = seg.size
+    try:
+        seg.fh.pwritev_all(iov, start)
+    except BaseException:
+        try:
+            seg.fh.truncate(start)
+        except OSError:
+            pass
+        raise
+    seg.size = start + nbytes
+    if seg.first_batch_time_ms is None:
+        seg.first_batch_time_ms = now_ms
+    for p, last, bts, n in infos:
+        seg.note_batch(start + p, last, bts, n)
 
 
 class _View:
@@ -146,7 +236,7 @@ class CompactionView:
     aborted: list[AbortedTxn] | None  # the aborted transactions, when asked for
 
 
-class PartitionLog:
+class PartitionLog(TxnLog, DurableLog):
     # ------------------------------------------------------------------ construction
     def __init__(self, path: Path, config: LogConfig, clock: Callable[[], float]) -> None:
         self.path = Path(path)
@@ -217,36 +307,6 @@ class PartitionLog:
         return self._leo
 
     @property
-    def last_stable_offset(self) -> int:
-        """The first offset of the earliest open transaction (at least the log start
-        offset), or the log end offset when none is open (Kafka's LSO; the log end
-        offset is the high watermark with one replica)."""
-        firsts = self._txn.firsts
-        if not firsts:
-            return self._leo
-        first = firsts[0]
-        start = self._view.log_start
-        return first if first > start else start
-
-    def aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
-        """(producer id, first offset) of every aborted transaction overlapping
-        [start_offset, upper_bound_offset) (exclusive bound), in marker order."""
-        return self._txn.collect(start_offset, upper_bound_offset)
-
-    def has_aborted_after(self, offset: int) -> bool:
-        """True if an aborted transaction's marker is at or after ``offset`` (cheap: lets a
-        fetch skip finding the last offset it returns when nothing could overlap)."""
-        return self._txn.has_aborted_from(offset)
-
-    def in_transaction(self, producer_id: int) -> bool:
-        """Whether ``producer_id`` has an open transaction in this partition."""
-        return producer_id in self._txn.open
-
-    def open_transactions(self) -> list[tuple[int, int]]:
-        """(producer id, first offset) of the open transactions, by first offset."""
-        return self._txn.open_txns()
-
-    @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self._view.segs)
 
@@ -289,227 +349,35 @@ class PartitionLog:
             now_ms = self._now_ms()
             use_lat = assign_offsets and cfg.message_timestamp_type == "LogAppendTime"
             lat = (log_append_time_ms if log_append_time_ms is not None else now_ms) if use_lat else -1
-            # The batches are written as they are, with no copy: each batch's first 16 bytes
-            # (baseOffset, batchLength, partitionLeaderEpoch: outside the CRC) go out from a
-            # patched copy in ``heads``, the rest straight from the request's buffer, in one
-            # pwritev. Only LogAppendTime rewrites CRC-covered bytes: those batches are copied.
-            heads = memoryview(bytearray(_HEAD_PATCH * len(batches)))
-            iov: list = []
-            pos = 0
-            next_off = self._leo
-            first_base = -1
-            max_ts = -1
-            off_of_max = -1
-            limit = cfg.max_message_bytes
-            infos: list[tuple[int, int, int, int]] = []
-            txn: list | None = None  # transactional batches: (header, base offset, bytes)
-            txn_bit = _TXN_BIT
-            for i, (hdr, data) in enumerate(batches):
-                n = len(data)
-                if n != hdr.size:
-                    raise ValueError(f"batch header says {hdr.size} bytes but {n} were given")
-                if assign_offsets:
-                    if n > limit:
-                        raise RecordBatchTooLargeError(n, limit)
-                    base = next_off
-                else:
-                    base = hdr.base_offset
-                    if base < next_off:
-                        raise InvalidOffsetError(
-                            f"batch base offset {base} is below the next expected offset {next_off}"
-                        )
-                view = data if type(data) is memoryview else memoryview(data)
-                if hdr.attributes & txn_bit:
-                    if txn is None:
-                        txn = []
-                    txn.append((hdr, base, view))
-                if use_lat:
-                    whole = bytearray(view)
-                    patch_base_offset(whole, 0, base, leader_epoch)
-                    set_log_append_time(whole, 0, lat)
-                    iov.append(whole)
-                    bts = lat
-                else:
-                    head = heads[i * _HEAD_PATCH : (i + 1) * _HEAD_PATCH]
-                    head[:] = view[:_HEAD_PATCH]
-                    if assign_offsets or leader_epoch is not None:
-                        patch_base_offset(head, 0, base, leader_epoch)
-                    iov.append(head)
-                    iov.append(view[_HEAD_PATCH:])
-                    bts = hdr.max_timestamp
-                last = base + hdr.last_offset_delta
-                if first_base < 0:
-                    first_base = base
-                if bts > max_ts:
-                    max_ts, off_of_max = bts, last
-                infos.append((pos, last, bts, n))
-                next_off = last + 1
-                pos += n
+            iov, infos, nbytes, next_off, first_base, max_ts, off_of_max, txn = _lay_out(
+                batches, self._leo, cfg.max_message_bytes, assign_offsets, leader_epoch, use_lat, lat
+            )
             seg = self._view.segs[-1]
             if seg.size == 0 and not assign_offsets and first_base != seg.base_offset:
+                # batches keeping their offsets, which start past the empty active segment's base
                 seg = self._replace_empty_active_locked(first_base)
-            elif self._should_roll(seg, pos, next_off - 1, now_ms):
+            elif self._should_roll(seg, nbytes, next_off - 1, now_ms):
                 seg = self._roll_locked(first_base)
             if txn is not None and not self._txn.tracked:
                 self._start_tracking_locked(txn[0][1])
-            start = seg.size
-            try:
-                seg.fh.pwritev_all(iov, start)
-            except BaseException:
-                try:
-                    seg.fh.truncate(start)
-                except OSError:
-                    pass
-                raise
-            seg.size = start + pos
-            if seg.first_batch_time_ms is None:
-                seg.first_batch_time_ms = now_ms
-            for p, last, bts, n in infos:
-                seg.note_batch(start + p, last, bts, n)
+            _write(seg, iov, nbytes, infos, now_ms)
             self._leo = next_off
             created = self._apply_txn_locked(seg, txn) if txn is not None else False
             if cfg.fsync == "always":
-                seg.fh.fsync()
-                seg.flushed_size = seg.size
-                if txn is not None:
-                    seg.sync_txn_index()
-                    if created:
-                        _fsync_dir(self.path)
+                self._sync_appended_locked(seg, txn is not None, created)
         return AppendResult(first_base, next_off - 1, max_ts, off_of_max, lat)
 
-    # ------------------------------------------------------------------ transactions
-    def _start_tracking_locked(self, offset: int) -> None:
-        """The partition's first transactional batch goes at ``offset``: from now on its
-        transaction files exist, starting with a snapshot at ``offset`` (nothing open before)."""
-        self._txn.tracked = True
-        sync = self.config.fsync != "never"
-        try:
-            write_file_atomic(self.path / snapshot_name(offset), encode_snapshot(offset, self._txn.open_txns()), fsync=sync)
-            if sync:
-                _fsync_dir(self.path)
-        except OSError as exc:
-            log.error("could not write a transaction snapshot in %s: %s", self.path, exc)
-
-    def _apply_txn_locked(self, seg: Segment, txn: list) -> bool:
-        """Apply the transactional batches just written to ``seg``; True if its .txnindex was created."""
-        st = self._txn
-        prune = self._txn_prune_below
-        if prune and st.lasts and st.lasts[0] < prune:
-            st.drop_aborted_below(prune)
-        created = False
-        for hdr, base, view in txn:
-            pid = hdr.producer_id
-            if pid < 0:
-                continue
-            if hdr.attributes & CONTROL_MASK:
-                kind = control_kind(view)
-                if kind is None:
-                    continue
-                entry = st.on_marker(pid, base, kind)
-                if entry is not None and seg.base_offset not in self._txn_dirty:
-                    try:
-                        created = seg.append_txn_entry(encode_entries((entry,))) or created
-                    except OSError as exc:
-                        log.error("could not append to %s (%s); it will be rewritten", seg.txnindex_path, exc)
-                        self._txn_dirty.add(seg.base_offset)
-            else:
-                st.on_data(pid, base)
-        if created:
-            self._dir_dirty = True
-        return created
-
-    def _rewrite_txn_index_locked(self, seg: Segment, entries: list) -> None:
-        """Replace ``seg``'s .txnindex with ``entries`` (none: remove it)."""
-        seg.close_txn_index()
-        try:
-            if entries:
-                write_file_atomic(seg.txnindex_path, encode_entries(entries), fsync=self.config.fsync != "never")
-            else:
-                _unlink(seg.txnindex_path)
-        except OSError as exc:
-            log.error("could not rewrite %s: %s", seg.txnindex_path, exc)
-            self._txn_dirty.add(seg.base_offset)
-            return
-        self._txn_dirty.discard(seg.base_offset)
-        self._dir_dirty = True
-
-    def _repair_txn_indexes(self) -> None:
-        """Rewrite the .txnindex files an append failed to extend."""
-        with self._lock:
-            segs = self._view.segs
-            bases = [s.base_offset for s in segs]
-            for b in sorted(self._txn_dirty):
-                i = bisect_right(bases, b) - 1
-                if i < 0 or bases[i] != b:
-                    self._txn_dirty.discard(b)
-                    continue
-                nxt = bases[i + 1] if i + 1 < len(bases) else None
-                self._rewrite_txn_index_locked(segs[i], self._txn.entries_between(b, nxt))
-
-    def _write_snapshot(self, offset: int, data: bytes, epoch: int, *, fsync: bool) -> None:
-        if epoch != self._epoch:
-            return
-        path = self.path / snapshot_name(offset)
-        try:
-            write_file_atomic(path, data, fsync=fsync)
-        except OSError as exc:
-            log.warning("could not write %s: %s", path, exc)
-            return
-        if epoch != self._epoch:  # truncated meanwhile: the snapshot may be past the new end
-            _unlink(path)
-
-    def _prune_snapshots(self, *, below: int | None = None, above: int | None = None, keep: set[int] | None = None) -> None:
-        """Remove the snapshots below ``below`` or not in ``keep`` (but never the newest: it says
-        that the partition has seen transactions), and those above ``above``."""
-        try:
-            snaps = sorted(_txn_files(self.path)[1])
-        except OSError:
-            return
-        newest = snaps[-1] if snaps else None
-        for off in snaps:
-            old = (below is not None and off < below) or (keep is not None and off not in keep)
-            if (old and off != newest) or (above is not None and off > above):
-                _unlink(self.path / snapshot_name(off))
-
-    def _merge_txn_orphans(self) -> None:
-        """Fold the .txnindex files of segments compaction replaced into the files of the
-        segments that now cover their offsets (rewritten from memory), then remove them."""
-        with self._maint_lock:
-            if self._closing or self._closed:
-                return
-            try:
-                indexes = _txn_files(self.path)[0]
-            except OSError:
-                return
-            with self._lock:
-                segs = self._view.segs
-                bases = [s.base_offset for s in segs]
-                epoch = self._epoch
-                base_set = set(bases)
-                orphans = [name for b, name in indexes.items() if b not in base_set]
-                floors = {bisect_right(bases, b) - 1 for b in indexes if b not in base_set}
-                writes = [
-                    (segs[i], self._txn.entries_between(bases[i], bases[i + 1] if i + 1 < len(bases) else None))
-                    for i in sorted(floors)
-                    if 0 <= i < len(segs) - 1  # never the active segment's file: appends own it
-                ]
-            if not orphans:
-                return
-            sync = self.config.fsync != "never"
-            # under the lock: a truncation meanwhile could make one of these segments the active one
-            with self._lock:
-                if self._epoch != epoch:
-                    return  # truncated meanwhile: the next pass, or recovery, sorts it out
-                for seg, entries in writes:
-                    if not seg.deleted and seg is not self._view.segs[-1]:
-                        self._rewrite_txn_index_locked(seg, entries)
-            if sync:
-                _fsync_dir(self.path)
-            for name in orphans:
-                _unlink(self.path / name)
-            if sync:
+    def _sync_appended_locked(self, seg: Segment, transactional: bool, created: bool) -> None:
+        """``fsync=always``: what an append wrote is made durable before it returns (with the
+        transaction index it extended, and the directory when that index is new)."""
+        seg.fh.fsync()
+        seg.flushed_size = seg.size
+        if transactional:
+            seg.sync_txn_index()
+            if created:
                 _fsync_dir(self.path)
 
+    # ------------------------------------------------------------------ rolls
     def _should_roll(self, seg: Segment, nbytes: int, last_offset: int, now_ms: int) -> bool:
         if seg.size == 0:
             return False
@@ -744,161 +612,6 @@ class PartitionLog:
             seg.delete_files(txn_index=True)
         return new_leo
 
-    def _truncate_txn_locked(self, new_leo: int, segs: list[Segment], *, fresh: bool) -> None:
-        """The transaction state after a truncation to ``new_leo``: rebuilt from the newest
-        snapshot at or below it (the whole log without one), as recovery does."""
-        sync = self.config.fsync != "never"
-        self._pending_snaps = [p for p in self._pending_snaps if p[0] <= new_leo]
-        old = self._txn
-        last = segs[-1]
-        if fresh:  # nothing left: nothing open, nothing aborted
-            self._prune_snapshots(above=new_leo - 1)
-            st = TxnState(tracked=True)
-        else:
-            self._prune_snapshots(above=new_leo)
-            try:
-                snap = load_snapshot(self.path, _txn_files(self.path)[1], segs[0].base_offset, new_leo)
-            except OSError:
-                snap = None
-            start = snap[0] if snap is not None else segs[0].base_offset
-            st = TxnState(snap[1] if snap is not None else (), tracked=True)
-            for entry in old.entries_between(0, start):
-                st.add_aborted(entry)
-            replay(st, segs, start)
-        self._txn = st
-        if old.entries_between(last.base_offset) != st.entries_between(last.base_offset) or last.base_offset in self._txn_dirty:
-            self._rewrite_txn_index_locked(last, st.entries_between(last.base_offset))
-        self._write_snapshot(new_leo, encode_snapshot(new_leo, st.open_txns()), self._epoch, fsync=sync)
-
-    # ------------------------------------------------------------------ durability
-    def flush(self) -> None:
-        """fsync everything written so far and persist indexes of rolled segments."""
-        with self._flush_lock:
-            self._process_pending_locked()
-            seg = self._view.segs[-1]
-            size = seg.size
-            seg.fh.fsync()
-            seg.flushed_size = max(seg.flushed_size, size)
-            seg.sync_txn_index()
-            self._last_flush_ms = self._now_ms()
-
-    def flush_if_due(self, now_ms: int | None = None) -> None:
-        """Background hook: persist rolled segments; fsync the active one per policy."""
-        if self._closed:
-            return
-        now = self._now_ms() if now_ms is None else now_ms
-        with self._flush_lock:
-            if self._closed:
-                return
-            self._process_pending_locked()
-            if self.config.fsync != "interval":
-                return
-            if now - self._last_flush_ms < self.config.fsync_interval_ms:
-                return
-            seg = self._view.segs[-1]
-            size = seg.size
-            if size > seg.flushed_size:
-                seg.fh.fsync()
-                seg.flushed_size = size
-            seg.sync_txn_index()
-            self._last_flush_ms = now
-
-    def _process_pending_locked(self) -> None:
-        """(flush lock held) fsync rolled segments and write their index files."""
-        with self._lock:
-            pending, self._pending_seal = self._pending_seal, []
-            snaps, self._pending_snaps = self._pending_snaps, []
-            if not pending and self._pristine():
-                # a new, empty log: losing its empty segment file in a crash loses nothing (recovery
-                # makes another), so its directory is synced once it holds data, not before; this
-                # spares one fsync per partition when thousands are created at once
-                dir_dirty = False
-            else:
-                dir_dirty, self._dir_dirty = self._dir_dirty, False
-        sync = self.config.fsync != "never"
-        done = 0
-        try:
-            for seg in pending:
-                if not seg.deleted:
-                    seg.fh.fsync()
-                    seg.flushed_size = seg.size
-                    seg.sync_txn_index()
-                    seg.save_indexes(fsync=sync)
-                    if seg.deleted:  # deleted concurrently while we wrote the index files
-                        _unlink(seg.index_path)
-                        _unlink(seg.timeindex_path)
-                done += 1
-            if (pending or dir_dirty) and sync:
-                _fsync_dir(self.path)
-        except OSError:
-            # a full disk (the index files): the segments not done yet, and the snapshots waiting for
-            # them, stay pending for the next flush rather than never being fsynced or indexed
-            with self._lock:
-                rolled = {id(s) for s in self._view.segs[:-1]}  # not truncated away or made active meanwhile
-                self._pending_seal[:0] = [s for s in pending[done:] if not s.deleted and id(s) in rolled]
-                self._pending_snaps[:0] = snaps
-                self._dir_dirty = self._dir_dirty or dir_dirty or bool(pending)
-            raise
-        if any(seg.txn_fh is not None for seg in pending):
-            # rolled: no more appends to their indexes. Closed under the lock appends hold, and
-            # only if still not active (a truncation can make a rolled segment active again)
-            with self._lock:
-                active = self._view.segs[-1]
-                for seg in pending:
-                    if seg is not active:
-                        seg.close_txn_index()
-        if self._txn_dirty:
-            self._repair_txn_indexes()
-        # the rolled segments' transaction indexes are durable: now the snapshots taken at the rolls
-        # (not while an index misses entries: recovery would trust it)
-        if snaps and not self._txn_dirty:
-            for off, data, epoch in snaps:
-                self._write_snapshot(off, data, epoch, fsync=sync)
-
-    def close(self) -> None:
-        """Clean shutdown: fsync, persist all indexes, close file descriptors."""
-        if self._closed:
-            return
-        self._closing = True
-        with self._maint_lock, self._flush_lock:
-            with self._lock:
-                if self._closed:
-                    return
-                self._closed = True
-            if self._pristine():
-                # never written (or truncated back to nothing): there is nothing to make durable, and
-                # opening it again is as quick without the clean-shutdown marker (an empty file to scan).
-                # Skipping the fsyncs keeps closing thousands of idle partitions quick.
-                self._view.segs[0].fh.close()
-                return
-            self._process_pending_locked()
-            active = self._view.segs[-1]
-            active.fh.fsync()
-            active.flushed_size = active.size
-            active.save_indexes(fsync=True)
-            active.sync_txn_index()
-            _fsync_dir(self.path)
-            if self._txn.tracked and not self._txn_dirty:  # the open transactions at the log end
-                self._write_snapshot(self._leo, encode_snapshot(self._leo, self._txn.open_txns()), self._epoch, fsync=True)
-            for seg in self._view.segs:
-                seg.fh.close()
-                seg.close_txn_index()
-            write_file_atomic(self.path / CLEAN_SHUTDOWN_FILE, b"", fsync=True)
-            _fsync_dir(self.path)
-
-    def delete(self) -> None:
-        """Close without flushing and remove the whole partition directory."""
-        self._closing = True
-        with self._maint_lock, self._flush_lock:
-            with self._lock:
-                self._closed = True
-                segs = self._view.segs
-            for seg in segs:
-                seg.deleted = True
-                seg.fh.close()
-                seg.close_txn_index()
-            shutil.rmtree(self.path, ignore_errors=True)
-
     # ------------------------------------------------------------------ retention
     def enforce_retention(self, now_ms: int | None = None) -> int:
         """Delete old segments per retention.ms / retention.bytes ("delete" policy).
@@ -918,34 +631,7 @@ class PartitionLog:
             view = self._view
             segs = view.segs
             active_size = segs[-1].size
-            k = 0
-            if cfg.retention_ms >= 0:
-                while k < len(segs):
-                    s = segs[k]
-                    is_active = k == len(segs) - 1
-                    if is_active and active_size == 0:
-                        break
-                    ts = s.max_timestamp
-                    if ts < 0:
-                        try:
-                            ts = int(os.stat(s.log_path).st_mtime * 1000)
-                        except OSError:
-                            break
-                    if now - ts > cfg.retention_ms:
-                        k += 1
-                    else:
-                        break
-            if cfg.retention_bytes >= 0:
-                total = sum(s.size for s in segs[:-1]) + active_size
-                diff = total - cfg.retention_bytes - sum(s.size for s in segs[:k])
-                while k < len(segs):
-                    s = segs[k]
-                    is_active = k == len(segs) - 1
-                    size = active_size if is_active else s.size
-                    if (is_active and size == 0) or diff - size < 0:
-                        break
-                    diff -= size
-                    k += 1
+            k = expired_segments(segs, active_size, cfg, now)
             if k == 0:
                 return 0
             chosen = segs[:k]
@@ -1019,11 +705,6 @@ class PartitionLog:
         """Hold the maintenance lock: one retention or compaction job at a time."""
         with self._maint_lock:
             yield
-
-    def process_pending(self) -> None:
-        """fsync the rolled segments and write their index files now (under the flush lock)."""
-        with self._flush_lock:
-            self._process_pending_locked()
 
     def mark_clean(self, upto: int, epoch: int) -> None:
         """Compaction cleaned everything below ``upto``; ignored if ``truncate_to`` ran since ``epoch``."""

@@ -19,6 +19,8 @@ import threading
 import time
 from pathlib import Path
 
+from tests.reference_kafka import own_session
+
 
 ROOT = Path(__file__).resolve().parent.parent
 # the start of a log entry: a JSON object, or the console format's ISO time stamp
@@ -49,7 +51,11 @@ class BrokerProcess:
         # the same port again on restart, so clients reconnect
         args += ["--port", str(self.port or 0), *self.extra]
         env = {**os.environ, "PYTHONPATH": str(ROOT), **self.env}
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+        # a session of its own, as every broker under test (tests/reference_kafka.py own_session); no
+        # PR_SET_PDEATHSIG: it fires when the *thread* that started the broker ends, and fixtures start
+        # brokers from threads (the conformance suite starts both brokers at once)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+                                     start_new_session=own_session())
         self._stderr_reader = threading.Thread(target=self._drain_stderr, args=(self.proc,), daemon=True)
         self._stderr_reader.start()
         line_box: list[str] = []

@@ -205,6 +205,18 @@ def _free_port() -> int:
     return free_port()
 
 
+def own_session() -> bool:
+    """Whether a broker under test starts in a session of its own (``BENCH_OWN_SESSION``, on unless ``0``).
+
+    With Linux's autogroup (``/proc/sys/kernel/sched_autogroup_enabled``, for processes in the root
+    cpu cgroup) a session is a scheduling group of its own: the broker then shares the CPUs with the
+    test's clients and CPU hogs as one group against another, as it would from a container of its
+    own, instead of as one thread among a hundred. Every broker a test compares (kafkalite, Kafka,
+    kfake) is started the same way, so comparisons stay fair.
+    """
+    return os.environ.get("BENCH_OWN_SESSION", "1") != "0"
+
+
 def _die_with_parent() -> None:
     """In the child before exec: get SIGKILL if the test process dies, so no JVM is orphaned."""
     with contextlib.suppress(Exception):
@@ -295,6 +307,7 @@ class ReferenceKafka:
                 self._java("kafka.Kafka", str(props)),
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                start_new_session=own_session(),
             )
         finally:
             out.close()

@@ -269,7 +269,7 @@ class TargetIndex:
     ``per_topic`` the distinct partitions of a topic held, and ``doubles`` the partitions held by
     more than one member (between the records of one computation, or after a bad log);
     ``untargeted`` are the members without a target, ``orphans`` the targets without a member. The uniform
-    assignor's incremental path (``ConsumerGroups._update_target``) reads it instead of walking
+    assignor's incremental path (``ConsumerAssignment._update_target``, consumer_assignment.py) reads it instead of walking
     every member.
     """
 

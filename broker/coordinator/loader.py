@@ -189,6 +189,16 @@ class ShardLoader:
         self.ops = []
 
 
+    def done(self) -> dict:
+        """The end of a load (the coordinator runtime's ``Loader.done``): everything replayed, the
+        offsets still standing decoded (``finish``); what the load log line reports."""
+        self.apply()
+        shard = self.shard
+        values = finish(shard)
+        return {"groups": len(shard.groups), "offsets": shard.offsets.count(), "values_decoded": values,
+                "group_records_skipped": self.skipped_decodes, "skipped": shard.skipped_records}
+
+
 def _superseded(ops: list[tuple]) -> set[int]:
     """The single records whose replay the next record of the same key makes irrelevant.
 

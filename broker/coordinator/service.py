@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
 
+from ..coordinator_runtime.constants import OFFSETS_TOPIC
+from ..coordinator_runtime.owner import RuntimeOwner
 from ..logs import get_logger
 from .arrivals import Arrivals
 from .classic import JoinParams, join_error
@@ -47,8 +49,6 @@ from .runtime import ACTIVE, LOADING, LoopWatch, ShardRuntime
 
 if TYPE_CHECKING:  # share.py is imported by the first share-group request, not at start
     from .share import ShareHeartbeatParams
-
-OFFSETS_TOPIC = "__consumer_offsets"
 
 # The service's public surface: what the handlers may import from the coordinator (with
 # CoordinatorError, also in errors.py): the service, the parameters of its operations, the plain
@@ -174,12 +174,17 @@ def _heartbeat_answer(get) -> ErrorCode:
     except CoordinatorError as exc:
         return _heartbeat_code(exc)
 
-class GroupCoordinator:
+class GroupCoordinator(RuntimeOwner):
+    """Every partition of ``__consumer_offsets`` (``runtimes``, also ``shards``), loaded at start;
+    ``load(index)`` and ``unload(index)`` (``RuntimeOwner``) as its leadership moves."""
+
+    load_failure = "shard failed to load"
+
     def __init__(self, cluster, config: GroupConfig, *, fsync_always: bool) -> None:
         self.cluster = cluster
         self.config = config
         self.fsync_always = fsync_always
-        self.shards: list[ShardRuntime] = []
+        self.runtimes: list[ShardRuntime] = []
         self._load_task: asyncio.Task | None = None
         self.loaded = asyncio.Event()
         self.watch: LoopWatch | None = None
@@ -189,8 +194,12 @@ class GroupCoordinator:
         self._share_tasks: set[asyncio.Task] = set()
 
     @property
+    def shards(self) -> list[ShardRuntime]:
+        return self.runtimes
+
+    @property
     def num_partitions(self) -> int:
-        return len(self.shards)
+        return len(self.runtimes)
 
     def start(self) -> None:
         topic = self.cluster.topics.get(OFFSETS_TOPIC)
@@ -199,25 +208,19 @@ class GroupCoordinator:
         publisher = EventPublisher(self.cluster)
         self.watch = LoopWatch(asyncio.get_running_loop())
         self.watch.start()
-        self.shards = [
+        self.runtimes = [
             ShardRuntime(
                 p.index, p, self.config, fsync_always=self.fsync_always, log=log, metadata=self.cluster.metadata, watch=self.watch,
                 publisher=publisher, arrivals=self.arrivals,
             )
             for p in topic.partitions
         ]
-        for runtime in self.shards:
-            runtime.shard.share_state_hook = self._share_state is not None
+        self._tell_share_state_hook()
         self._load_task = asyncio.get_running_loop().create_task(self._load_all())
 
     async def _load_all(self) -> None:
         t0 = time.perf_counter()
-        for shard in self.shards:
-            try:
-                await shard.load()
-            except Exception:  # noqa: BLE001 - one bad shard must not stop the others
-                shard.state = "failed"
-                log.exception("shard failed to load", shard=shard.index)
+        await self.load_all(freeze=True)
         total = sum(s.load_stats.get("records", 0) for s in self.shards)
         log.info("coordinator loaded", shards=len(self.shards), records=total, load_ms=round((time.perf_counter() - t0) * 1000, 1))
         self.loaded.set()
@@ -231,13 +234,11 @@ class GroupCoordinator:
         return self.shards[self.partition_for(group_id)]
 
     def stop(self) -> None:
-        if self._load_task is not None:
-            self._load_task.cancel()
         if self.watch is not None:
             self.watch.stop()
-        for shard in self.shards:
-            shard.close()
-            shard.shard.reset()  # resolves parked requests: their handlers answer NOT_COORDINATOR
+        self._stop_runtimes()
+        for runtime in self.runtimes:
+            runtime.shard.reset()  # resolves parked requests: their handlers answer NOT_COORDINATOR
 
     # ================================================================ the API
     def _begin(self, group_id: str, op):
@@ -305,8 +306,11 @@ class GroupCoordinator:
     @share_state.setter
     def share_state(self, hook) -> None:
         self._share_state = hook
-        for runtime in self.shards:
-            runtime.shard.share_state_hook = hook is not None
+        self._tell_share_state_hook()
+
+    def _tell_share_state_hook(self) -> None:
+        for runtime in self.runtimes:
+            runtime.share_state_hook = runtime.shard.share_state_hook = self._share_state is not None
 
     async def share_group_heartbeat(self, params: ShareHeartbeatParams) -> dict:
         answer, initialize = await self._write(params.group_id, lambda shard: shard.share.heartbeat(params))

@@ -22,13 +22,23 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from protocol.errors import ErrorCode
-from protocol.group_records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, UnknownRecordType, decode_key, decode_value
+from protocol.group_records import (
+    GroupMetadataKey,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    UnknownRecordType,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
 
 from . import described
 from .classic import ClassicGroups
 from .consumer import ConsumerGroups
 from .consumer_group import ConsumerGroup
 from .consumer_replay import CONSUMER_KEYS, consumer_undo, replay_consumer
+from .loader import ShardLoader
 from .migration import Migration
 from .classic_group import DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
 from .common import TIMER, GroupConfig, GroupEvent, Result, Timers, merge_results
@@ -125,6 +135,10 @@ def _nobody_waiting(group_id: str, member_id: str) -> bool:
     return False
 
 
+def _no_stall() -> int:
+    return 0
+
+
 class GroupShard:
     def __init__(
         self,
@@ -138,6 +152,7 @@ class GroupShard:
         lost_ms: Callable[[], int] | None = None,
         waiting: Callable[[str, str], bool] | None = None,
         silent_ms: Callable[[str, str], int | None] | None = None,
+        recent_stall_ms: Callable[[], int] | None = None,
     ) -> None:
         self.index = index
         self.config = config
@@ -147,6 +162,8 @@ class GroupShard:
         # runs a follow-up operation outside the current one (a failed append's clean-up)
         self.submit = submit or (lambda op: None)
         self.lost_ms = lost_ms
+        # the event loop's longest recent stall while it keeps stalling (LoopWatch.sustained_stall_ms), in ms
+        self.recent_stall_ms = recent_stall_ms or _no_stall
         # whether a request of (group id, member id) has arrived and waits to be handled (arrivals.py)
         self.waiting = waiting or _nobody_waiting
         self.silent_ms = silent_ms  # ms since a request of (group id, member id) dropped unhandled was read, or None
@@ -396,7 +413,29 @@ class GroupShard:
                 out += item
             elif item is not None:
                 out.append(item)
+        extended = self.timers.extended
+        if extended and max(ms for _, ms in extended) >= 1000:
+            self.log.info("timers given back the time the event loop lost", timers=len(extended), lost_ms=max(ms for _, ms in extended))
         return out
+
+    # ================================================================ the coordinator runtime's shard protocol
+    def encode(self, records: list) -> list[tuple[bytes, bytes | None]]:
+        return [(encode_key(k), None if v is None else encode_value(v)) for k, v in records]
+
+    def loader(self) -> ShardLoader:
+        return ShardLoader(self)
+
+    def activated(self) -> list:
+        return self.on_loaded()
+
+    def applied(self, records: list, base_offset: int) -> None:
+        """The records are durable: offsets reach reads."""
+        commit = self.commit_record
+        for key, value in records:
+            commit(key, value)
+
+    def next_deadline(self) -> int | None:
+        return self.timers.next_deadline()
 
     # ================================================================ offsets
     def offset_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int,

@@ -1,7 +1,7 @@
 """One module per Kafka API.
 
 Each module declares ``API_KEY``, ``NAME``, ``VERSIONS = (min, max)`` (Kafka
-4.1's range where clients use it) and ``async def handle(ctx, request)``,
+4.4's range where clients use it) and ``async def handle(ctx, request)``,
 which returns the response as a dict (built into the kio class of the
 request's version by ``protocol.codec.build``) or ``None`` for no response.
 A module may define ``unsupported(ctx, event) -> (version, body)`` to shape
@@ -23,7 +23,7 @@ from .. import logs
 AUDIT_LOG = logs.get_logger("kafka.authorizer.logger")
 
 # (module, API_KEY, NAME, VERSIONS): what each module declares, so that a broker can
-# answer ApiVersions, and route, without importing the 25 modules before it listens;
+# answer ApiVersions, and route, without importing the modules before it listens;
 # each one is imported when its API is first asked for. tests/unit/test_startup_imports.py
 # checks this table against the modules.
 _TABLE = (

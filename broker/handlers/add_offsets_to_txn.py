@@ -2,7 +2,7 @@
 transaction, so that TxnOffsetCommit can write there. PRODUCER_FENCED is
 INVALID_PRODUCER_EPOCH before v2."""
 
-from ..txn.shard import fenced_error_for
+from ..txn.model import fenced_error_for
 from protocol.errors import ErrorCode
 
 from ..security.authorizer import Operation, ResourceType

@@ -10,7 +10,7 @@ transaction?). PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
 
 from protocol.errors import ErrorCode
 
-from ..txn.shard import client_version_for_add_partitions, fenced_error_for
+from ..txn.model import client_version_for_add_partitions, fenced_error_for
 from ..security.authorizer import Operation, ResourceType
 from ._txn import call, transactions, unknown_partitions
 

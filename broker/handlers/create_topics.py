@@ -21,9 +21,8 @@
 from protocol.errors import ErrorCode
 
 from ..cluster import MAX_RECORDS_PER_REQUEST, TopicError
-from .describe_configs import topic_config_entries
-
 from ..security.authorizer import Operation, ResourceType
+from ._config_entries import topic_config_entries
 
 API_KEY = 19
 NAME = "CreateTopics"

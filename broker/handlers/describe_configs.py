@@ -12,117 +12,27 @@ Sources and synonyms as Kafka 4.x's ConfigHelper:
 - a group lists Kafka's group configs: GROUP_CONFIG where AlterConfigs set one,
   else DEFAULT_CONFIG with the broker-level value; any group name but "" is
   answered, existing or not, as Kafka does.
-"""
 
-import functools
+The entries and the topic settings' synonym chain are built in ``_config_entries.py``
+(CreateTopics returns the same entries).
+"""
 
 from protocol.errors import ErrorCode
 
-from ..dynamic_config import (
-    BOOLEAN, DOUBLE, GROUP_CONFIG_NAMES, INT, LIST, LONG, PASSWORD, STRING,
-    broker_dynamic_settings, group_builtin_default, group_config_type, group_defaults,
-)
+from ..dynamic_config import GROUP_CONFIG_NAMES, LONG, broker_dynamic_settings, group_builtin_default, group_config_type, group_defaults
 from ..security.authorizer import Operation
 from ._configs import (
-    AUTH, BROKER, BROKER_LOGGER, DEFAULT_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+    AUTH, BROKER, BROKER_LOGGER, DEFAULT_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
     GROUP, GROUP_CONFIG, STATIC_BROKER_CONFIG, TOPIC, TOPIC_CONFIG, DENIED_MESSAGE, authorized,
 )
+from ._config_entries import broker_chain, config_entry, topic_config_entries, topic_synonyms
 
 API_KEY = 32
 NAME = "DescribeConfigs"
 VERSIONS = (1, 4)
 
 DYNAMIC_TOPIC_CONFIG = TOPIC_CONFIG  # the old name, for the modules that import it
-_INT_TOPIC = frozenset({"segment.bytes", "segment.index.bytes", "index.interval.bytes", "max.message.bytes", "min.insync.replicas",
-                        "compression.gzip.level", "compression.lz4.level", "compression.zstd.level"})
-_NULL_DEFAULT = frozenset({"log.retention.ms", "log.roll.ms"})
 _LISTED_WHEN_SET = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
-_PASSWORDS = frozenset({"ssl.keystore.key", "ssl.key.password", "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
-                        "ssl.keystore.password", "ssl.truststore.password"})
-
-
-def _type_of(name: str, value: str | None) -> int:
-    if name in _PASSWORDS:
-        return PASSWORD
-    if name in ("cleanup.policy", "log.cleanup.policy", "follower.replication.throttled.replicas", "leader.replication.throttled.replicas"):
-        return LIST
-    if name in _INT_TOPIC:
-        return INT
-    if name in ("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio"):
-        return DOUBLE
-    if value in ("true", "false"):
-        return BOOLEAN
-    try:
-        int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return STRING
-    return LONG
-
-
-def _entry(name: str, value, source: int, *, read_only: bool = False, synonyms=(), config_type: int | None = None) -> dict:
-    sensitive = name in _PASSWORDS
-    return {
-        "name": name,
-        "value": None if sensitive else value,
-        "read_only": read_only,
-        "config_source": source,
-        "is_sensitive": sensitive,
-        "synonyms": [{"name": n, "value": None if sensitive else v, "source": s} for n, v, s in synonyms],
-        "config_type": config_type if config_type is not None else _type_of(name, value),
-        "documentation": None,
-    }
-
-
-def _broker_chain(ctx, broker_name: str, static_value, static_set: bool) -> list[tuple[str, str | None, int]]:
-    """(name, value, source) of a broker setting's synonyms, strongest first. The .ms forms of
-    retention and roll have no default in Kafka (their value comes from the .hours form, which
-    Kafka's synonym list then leaves out): unset, they have no DEFAULT_CONFIG synonym."""
-    cluster = ctx.cluster
-    chain = []
-    node = cluster.broker_configs.get(str(cluster.node_id), {})
-    if broker_name in node:
-        chain.append((broker_name, node[broker_name], DYNAMIC_BROKER_CONFIG))
-    default = cluster.broker_configs.get("", {})
-    if broker_name in default:
-        chain.append((broker_name, default[broker_name], DYNAMIC_DEFAULT_BROKER_CONFIG))
-    if static_set or broker_name not in _NULL_DEFAULT:
-        chain.append((broker_name, static_value, STATIC_BROKER_CONFIG if static_set else DEFAULT_CONFIG))
-    return chain
-
-
-def _topic_synonyms(ctx) -> dict[str, tuple[str, str, bool]]:
-    """Topic config -> (its broker setting, the static value, whether the configuration set it)."""
-    static = ctx.cluster.static_defaults.to_kafka()
-    return {topic_name: (broker_name, static.get(topic_name), static.get(topic_name) != default)
-            for broker_name, (topic_name, default) in _broker_defaults().items()}
-
-
-@functools.cache
-def _broker_defaults() -> dict[str, tuple[str, str | None]]:
-    """Broker setting of a topic default -> (the topic config, kafkalite's default as a string)."""
-    from ..config import default_of, lookup
-
-    out = {}
-    for broker_name, topic_name in broker_dynamic_settings().items():
-        default = default_of(lookup(broker_name))
-        out[broker_name] = (topic_name, None if default is None else str(default))
-    return out
-
-
-def topic_config_entries(ctx, overrides: dict[str, str], config, *, synonyms: bool = False) -> list[dict]:
-    known = _topic_synonyms(ctx)
-    entries = []
-    for name, value in sorted(config.to_kafka().items()):
-        chain = []
-        if name in overrides:  # shown as set, as Kafka keeps the string ("delete,compact" after an APPEND)
-            value = overrides[name] if overrides[name] is not None else value
-            chain.append((name, value, TOPIC_CONFIG))
-        if name in known:
-            broker_name, static_value, static_set = known[name]
-            chain += _broker_chain(ctx, broker_name, static_value, static_set)
-        source = chain[0][2] if chain else DEFAULT_CONFIG
-        entries.append(_entry(name, value, source, synonyms=chain if synonyms else (), config_type=_type_of(name, value)))
-    return entries
 
 
 def _format(value) -> str | None:
@@ -149,18 +59,18 @@ def broker_config_entries(ctx, *, synonyms: bool = False) -> list[dict]:
     }
     dynamic = broker_dynamic_settings()
     effective = ctx.cluster.defaults.to_kafka()
-    topic_syn = _topic_synonyms(ctx)
+    topic_syn = topic_synonyms(ctx)
     entries = {}
     for s in SETTINGS:
         for kafka_name in s.kafka:
             if kafka_name in dynamic:
                 topic_name = dynamic[kafka_name]
                 _, static_value, static_set = topic_syn[topic_name]
-                chain = _broker_chain(ctx, kafka_name, static_value, static_set)
+                chain = broker_chain(ctx, kafka_name, static_value, static_set)
                 if not chain:  # log.retention.ms / log.roll.ms, set nowhere: null, as Kafka
-                    entries[kafka_name] = _entry(kafka_name, None, DEFAULT_CONFIG, config_type=LONG)
+                    entries[kafka_name] = config_entry(kafka_name, None, DEFAULT_CONFIG, config_type=LONG)
                     continue
-                entries[kafka_name] = _entry(kafka_name, effective.get(topic_name), chain[0][2], synonyms=chain if synonyms else ())
+                entries[kafka_name] = config_entry(kafka_name, effective.get(topic_name), chain[0][2], synonyms=chain if synonyms else ())
                 continue
             if s.topic is not None:
                 continue  # the hours/minutes forms: their value is in the .ms setting
@@ -174,15 +84,15 @@ def broker_config_entries(ctx, *, synonyms: bool = False) -> list[dict]:
                 value, default = value or "", ""  # Kafka's default
             source = STATIC_BROKER_CONFIG if kafka_name in computed or value != default else DEFAULT_CONFIG
             chain = [(kafka_name, value, source)]
-            entries[kafka_name] = _entry(kafka_name, value, source, read_only=True, synonyms=chain if synonyms else ())
+            entries[kafka_name] = config_entry(kafka_name, value, source, read_only=True, synonyms=chain if synonyms else ())
     # names kafkalite does not have that AlterConfigs kept (Kafka lists such custom settings too)
     cluster = ctx.cluster
     for name in {*cluster.broker_configs.get("", {}), *cluster.broker_configs.get(str(cluster.node_id), {})} - entries.keys():
-        chain = [c for c in _broker_chain(ctx, name, None, False) if c[2] != DEFAULT_CONFIG]
-        entries[name] = _entry(name, chain[0][1], chain[0][2], synonyms=chain if synonyms else ())
+        chain = [c for c in broker_chain(ctx, name, None, False) if c[2] != DEFAULT_CONFIG]
+        entries[name] = config_entry(name, chain[0][1], chain[0][2], synonyms=chain if synonyms else ())
     for name, value in computed.items():
         if name not in entries:
-            entries[name] = _entry(name, value, STATIC_BROKER_CONFIG, read_only=True, synonyms=[(name, value, STATIC_BROKER_CONFIG)] if synonyms else ())
+            entries[name] = config_entry(name, value, STATIC_BROKER_CONFIG, read_only=True, synonyms=[(name, value, STATIC_BROKER_CONFIG)] if synonyms else ())
     return [entries[name] for name in sorted(entries)]
 
 
@@ -192,7 +102,7 @@ def cluster_default_entries(ctx, *, synonyms: bool = False) -> list[dict]:
     out = []
     for name, value in sorted(ctx.cluster.broker_configs.get("", {}).items()):
         chain = [(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG)]
-        out.append(_entry(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG, read_only=name not in dynamic, synonyms=chain if synonyms else ()))
+        out.append(config_entry(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG, read_only=name not in dynamic, synonyms=chain if synonyms else ()))
     return out
 
 
@@ -205,7 +115,7 @@ def group_config_entries(ctx, group: str, *, synonyms: bool = False) -> list[dic
         # a value from the broker's own setting is STATIC_BROKER_CONFIG in Kafka 4.4 (4.1 said DEFAULT_CONFIG);
         # kafkalite cannot tell a setting given at its default from one left alone, and calls both DEFAULT_CONFIG
         source = GROUP_CONFIG if name in overrides else STATIC_BROKER_CONFIG if value != group_builtin_default(name) else DEFAULT_CONFIG
-        out.append(_entry(name, value, source, synonyms=[(name, value, source)] if synonyms else (), config_type=group_config_type(name)))
+        out.append(config_entry(name, value, source, synonyms=[(name, value, source)] if synonyms else (), config_type=group_config_type(name)))
     return out
 
 

@@ -3,7 +3,7 @@ once PREPARE_COMMIT or PREPARE_ABORT is written; the markers and the COMPLETE_*
 record follow (broker/txn/service.py). v5 (transaction version 2) bumps the
 epoch and answers the producer id and epoch to use next."""
 
-from ..txn.shard import client_version_for_end_txn, fenced_error_for
+from ..txn.model import client_version_for_end_txn, fenced_error_for
 from protocol.errors import ErrorCode
 
 from ..security.authorizer import Operation, ResourceType

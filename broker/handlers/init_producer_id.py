@@ -11,7 +11,7 @@ client retries). PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v4.
 
 from protocol.errors import ErrorCode
 
-from ..txn.shard import fenced_error_for
+from ..txn.model import fenced_error_for
 from ..security.authorizer import Operation, ResourceType
 from ._groups import ms
 from ._txn import call, transactions

@@ -34,7 +34,7 @@ from pathlib import Path
 from protocol.errors import ErrorCode
 from storage.atomic import previous_path, read_with_fallback, write_atomically
 
-from ..coordinator.placement import java_string_hash
+from ..javahash import java_string_hash
 from ..logs import get_logger
 from ..javahash import JavaHashTable
 

@@ -31,7 +31,7 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..coordinator.placement import java_string_hash
+from ..javahash import java_string_hash
 from ..javahash import JavaHashTable
 from . import MECHANISMS, SCRAM_MECHANISMS, jaas, mechanisms, scram
 from .tls import TlsError, server_context

@@ -3,7 +3,7 @@
 Each partition of ``__share_group_state`` is one ``ShareStateShard``
 (broker/share/state.py) with one writer, the event loop. An operation runs
 against its shard; its records are appended to the partition in one write
-(flushed to disk first under ``log.flush.interval.messages=1``, as the group
+(flushed to disk first under ``fsync=always``, as the group
 coordinator's), and only then applied to the shard and answered. A failed
 append reloads the shard from its log and answers NOT_COORDINATOR, as a
 coordinator that lost its partition.
@@ -23,29 +23,21 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import time
 import uuid
 from collections.abc import Callable
 
-from protocol.errors import ErrorCode
-from protocol.records import build_key_value_batch
 from protocol.share_records import SNAPSHOT, ShareKey, encode_key, encode_value
 
-from ..cluster import AppendOrigin
+from ..coordinator.common import Result
 from ..coordinator.lost import report_cuts, share_group
 from ..coordinator.placement import partition_for
+from ..coordinator_runtime.constants import SHARE_LOAD_BUFFER_BYTES, SHARE_STATE_TOPIC, now_ms
+from ..coordinator_runtime.owner import RuntimeOwner
+from ..coordinator_runtime.runtime import ACTIVE, CoordinatorRuntime, KeyValueLoader
 from ..logs import get_logger
-from ..txn.service import ACTIVE, FAILED, LOADING, check_active, load_all, replay_log
-from . import SHARE_STATE_TOPIC
 from .state import ShareConfig, ShareGroupOffset, ShareStateError, ShareStateShard, WriteData
 
 log = get_logger("share-coordinator")
-
-_LOAD_CHUNK = 5 * 1024 * 1024  # share.coordinator.load.buffer.size
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def java_uuid(topic_id: uuid.UUID) -> str:
@@ -77,45 +69,54 @@ def parse_coordinator_key(key: str) -> tuple[str, uuid.UUID, int]:
     return parts[0], parse_java_uuid(parts[1]), partition
 
 
-class ShareRuntime:
-    """One ``__share_group_state`` partition: its shard and its appends."""
+class ShareCoordinatorShard(ShareStateShard):
+    """A ``ShareStateShard`` as the coordinator runtime runs it (its ``Shard`` protocol): an operation
+    returns the records to write, which reach the state once durable, at the offset they got."""
+
+    settled_events = ()
+
+    def run(self, op: Callable[[ShareStateShard], list]) -> Result:
+        return Result(records=op(self))
+
+    def encode(self, records: list) -> list[tuple[bytes, bytes | None]]:
+        return [(encode_key(k), encode_value(v)) for k, v in records]
+
+    def loader(self) -> KeyValueLoader:
+        return KeyValueLoader(self.replay_bytes, with_offset=True, summary=lambda: {"share_partitions": len(self.states)})
+
+    def activated(self) -> list:
+        return []
+
+    def applied(self, records: list, base_offset: int) -> None:
+        for key, value in records:
+            self.replay(key, value, base_offset)
+
+    def next_deadline(self) -> None:
+        return None  # pruning is the coordinator's (ShareCoordinator.prune)
+
+    def fire_timers(self) -> list:
+        return []
+
+    def reset(self) -> None:
+        for table in (self.states, self.leader_epochs, self.state_epochs, self.update_counts, self.snapshot_offsets):
+            table.clear()
+
+
+class ShareRuntime(CoordinatorRuntime):
+    """One ``__share_group_state`` partition: the coordinator runtime with a ``ShareCoordinatorShard``."""
 
     def __init__(self, owner: ShareCoordinator, partition) -> None:
         self.owner = owner
-        self.partition = partition
-        self.shard = owner.new_shard()
-        self.state = LOADING
-
-    async def load(self) -> None:
-        self.state = LOADING
-        if getattr(self.partition.log, "recovery_truncations", None):
-            report_cuts(self.partition.log, SHARE_STATE_TOPIC, self.partition.index, "share_groups", share_group)
-        records = await replay_log(self.partition.log, self.shard.replay_bytes, _LOAD_CHUNK, with_offset=True)
-        self.state = ACTIVE
-        if records:
-            log.info("share state loaded", partition=self.partition.index, records=records, share_partitions=len(self.shard.states))
-
-    def check(self) -> None:
-        check_active(self.state, ShareStateError)
+        index = partition.index
+        super().__init__(index, partition, topic=SHARE_STATE_TOPIC, fsync_always=owner.fsync_always, log=log, load_chunk=SHARE_LOAD_BUFFER_BYTES,
+                         new_shard=lambda runtime: owner.new_shard(), error=ShareStateError, clock_ms=owner.clock_ms,
+                         cuts=lambda plog: report_cuts(plog, SHARE_STATE_TOPIC, index, "share_groups", share_group))
 
     def commit(self, records: list) -> None:
-        """Append the records (durable under the fsync policy), then apply them to the shard."""
-        if not records:
-            return
-        now = _now_ms()
-        encoded = [(encode_key(k), encode_value(v)) for k, v in records]
-        try:
-            appended = self.partition.append([build_key_value_batch(encoded, now)], AppendOrigin.COORDINATOR)
-            if self.owner.fsync_always:
-                self.partition.log.flush()
-        except Exception as exc:  # noqa: BLE001 - any storage failure: the log is the truth
-            log.error("share state append failed; reloading the partition", partition=self.partition.index, error=str(exc))
-            self.shard = self.owner.new_shard()
-            asyncio.get_running_loop().create_task(self.load())
-            self.state = LOADING
-            raise ShareStateError(ErrorCode.not_coordinator, str(exc)) from None
-        for key, value in records:
-            self.shard.replay(key, value, appended.base_offset)
+        """Append the records (durable under the fsync policy), then apply them to the shard;
+        raises ShareStateError (NOT_COORDINATOR for a storage failure, which reloads the partition)."""
+        if records:
+            self.write_now(lambda shard: records)
 
     def prune(self) -> int:
         """Snapshot the cold share partitions, then delete the records no longer needed (below every
@@ -136,11 +137,14 @@ def share_state_topic_configs(config: ShareConfig) -> dict[str, str]:
     return {"cleanup.policy": "delete", "retention.ms": "-1", "segment.bytes": str(config.segment_bytes)}
 
 
-class ShareCoordinator:
-    """Every partition of ``__share_group_state``: Kafka's share coordinator on one node."""
+class ShareCoordinator(RuntimeOwner):
+    """Every partition of ``__share_group_state`` (``runtimes``; ``load(index)``, ``unload(index)``):
+    Kafka's share coordinator on one node."""
+
+    load_failure = "share state partition failed to load"
 
     def __init__(self, cluster, config: ShareConfig | None = None, *, fsync_always: bool = False,
-                 clock_ms: Callable[[], int] = _now_ms) -> None:
+                 clock_ms: Callable[[], int] = now_ms) -> None:
         self.cluster = cluster
         self.config = config or ShareConfig()
         self.fsync_always = fsync_always
@@ -149,8 +153,8 @@ class ShareCoordinator:
         self._load_task: asyncio.Task | None = None
         self._prune_handle: asyncio.TimerHandle | None = None
 
-    def new_shard(self) -> ShareStateShard:
-        return ShareStateShard(self.config, self.clock_ms, self._partition_count)
+    def new_shard(self) -> ShareCoordinatorShard:
+        return ShareCoordinatorShard(self.config, self.clock_ms, self._partition_count)
 
     def _partition_count(self, topic_id: uuid.UUID) -> int | None:
         topic = self.cluster.by_id.get(topic_id)
@@ -169,15 +173,12 @@ class ShareCoordinator:
             topic = self.cluster.create_topic(SHARE_STATE_TOPIC, self.config.num_partitions, share_state_topic_configs(self.config))
             self.runtimes = [ShareRuntime(self, p) for p in topic.partitions]
             for rt in self.runtimes:
-                rt.state = ACTIVE  # a new topic: nothing to load
+                rt.start_empty()  # a new topic: nothing to load
             self._arm_prune()
             return
         self.runtimes = [ShareRuntime(self, p) for p in topic.partitions]
-        self._load_task = asyncio.get_running_loop().create_task(self._load_all())
+        self._start_loading()
         self._arm_prune()
-
-    async def _load_all(self) -> None:
-        await load_all(self.runtimes, "share state partition failed to load")
 
     async def loaded(self) -> None:
         """Wait until every partition is loaded (tests, and callers at start)."""
@@ -204,10 +205,7 @@ class ShareCoordinator:
         if self._prune_handle is not None:
             self._prune_handle.cancel()
             self._prune_handle = None
-        if self._load_task is not None:
-            self._load_task.cancel()
-        for rt in self.runtimes:
-            rt.state = FAILED
+        self._stop_runtimes()
 
     # ================================================================ routing
     def partition_for(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:

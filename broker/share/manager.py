@@ -21,13 +21,13 @@ shard runtime arms its own); tests drive them with a manual clock and
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Callable
 
 from protocol.errors import ErrorCode
 
 from ..coordinator.common import Timers
+from ..coordinator_runtime.constants import now_ms
 from ..dynamic_config import by_duration_ms
 from ..logs import get_logger
 from .coordinator import ShareCoordinator
@@ -42,17 +42,13 @@ _LOCK_MS, _DELIVERY_LIMIT, _MAX_LOCKS, _RESET = (
     "share.record.lock.duration.ms", "share.delivery.count.limit", "share.partition.max.record.locks", "share.auto.offset.reset")
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class NotInitialized(Exception):
     """The group coordinator has not initialized this share partition's state (the group has no member
     assigned it yet): Kafka 4.4 delivers nothing from it, and refuses acknowledgements."""
 
 
 class SharePartitionManager:
-    def __init__(self, cluster, coordinator: ShareCoordinator, config: ShareConfig, *, clock_ms: Callable[[], int] = _now_ms,
+    def __init__(self, cluster, coordinator: ShareCoordinator, config: ShareConfig, *, clock_ms: Callable[[], int] = now_ms,
                  group_overrides: dict | None = None) -> None:
         self.cluster = cluster
         self.coordinator = coordinator

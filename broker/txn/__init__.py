@@ -2,4 +2,3 @@
 operations on it (``shard``, no I/O), and the runtime that serves them (``service``).
 See docs/transactions.md."""
 
-TXN_TOPIC = "__transaction_state"  # named here so that a start can look for it without importing the rest

@@ -25,78 +25,28 @@ answers; the client looks the coordinator up again and retries.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 
 from protocol.errors import ErrorCode
-from protocol.records import build_end_txn_marker, build_key_value_batch, iter_key_values, split_batches
+from protocol.records import build_end_txn_marker, split_batches
 
 from ..cluster import AppendOrigin
-from ..coordinator.common import CoordinatorError
+from ..coordinator.common import CoordinatorError, Result
 from ..coordinator.lost import report_cuts, transactional_id
 from ..coordinator.placement import partition_for
+from ..coordinator_runtime.constants import OFFSETS_TOPIC, TXN_LOAD_BUFFER_BYTES, TXN_TOPIC, now_ms
+from ..coordinator_runtime.owner import RuntimeOwner
+from ..coordinator_runtime.runtime import ACTIVE, LOADING, CoordinatorRuntime, KeyValueLoader
 from ..logs import get_logger
-from . import TXN_TOPIC
-from .shard import Completion, Marker, TxnConfig, TxnResult, TxnShard
+from .model import Completion, Marker, TxnConfig, TxnResult
+from .shard import TxnShard
 
 log = get_logger("transactions")
 
-OFFSETS_TOPIC = "__consumer_offsets"
-LOADING, ACTIVE, FAILED = "loading", "active", "failed"
-_LOAD_CHUNK = 5 * 1024 * 1024
 TXN_SEGMENT_BYTES = 100 * 1024 * 1024  # transaction.state.log.segment.bytes
 # markers that could not be written are tried again after 20 ms, doubling to at most 5 s
 _MARKER_RETRY_S = 0.02
 _RETRY_MAX_S = 5.0
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-async def replay_log(plog, replay, chunk: int = _LOAD_CHUNK, *, with_offset: bool = False) -> int:
-    """Hand every keyed record of a coordinator partition's log to ``replay(key, value)`` (with
-    ``with_offset``, ``replay(key, value, base offset of its batch)``), in order, yielding to the
-    loop between chunks (control batches carry none); returns how many."""
-    offset = plog.log_start_offset
-    records = 0
-    while offset < plog.log_end_offset:
-        data = plog.read(offset, chunk)
-        if not data:
-            break
-        for header, batch in split_batches(data, verify_crc=False):
-            if header.last_offset < offset:
-                continue
-            offset = header.last_offset + 1
-            if header.is_control:
-                continue
-            for key, value in iter_key_values(batch):
-                if key is not None:
-                    if with_offset:
-                        replay(key, value, header.base_offset)
-                    else:
-                        replay(key, value)
-                    records += 1
-        await asyncio.sleep(0)
-    return records
-
-
-def check_active(state: str, error: type[Exception] = CoordinatorError) -> None:
-    """A coordinator partition takes requests once loaded: COORDINATOR_LOAD_IN_PROGRESS before, NOT_COORDINATOR when it failed."""
-    if state == LOADING:
-        raise error(ErrorCode.coordinator_load_in_progress)
-    if state != ACTIVE:
-        raise error(ErrorCode.not_coordinator)
-
-
-async def load_all(runtimes: list, failure: str) -> None:
-    """Load a coordinator's partitions one after the other; one that fails is FAILED (NOT_COORDINATOR), the others load."""
-    for rt in runtimes:
-        try:
-            await rt.load()
-        except Exception:  # noqa: BLE001 - one bad partition must not stop the others
-            rt.state = FAILED
-            log.exception(failure, partition=rt.partition.index)
 
 
 def txn_topic_configs(segment_bytes: int = TXN_SEGMENT_BYTES) -> dict[str, str]:
@@ -104,68 +54,76 @@ def txn_topic_configs(segment_bytes: int = TXN_SEGMENT_BYTES) -> dict[str, str]:
     return {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
 
 
-class TxnRuntime:
-    """One ``__transaction_state`` partition: its shard, its appends and its completions."""
+class TxnStateShard(TxnShard):
+    """A ``TxnShard`` as the coordinator runtime runs it (its ``Shard`` protocol): operations hand back
+    a ``Result`` whose ``on_commit`` starts the transactions' completions once their records are durable,
+    and the periodic expiry (``transaction.abort.timed.out.transaction.cleanup.interval.ms``) is its timer."""
 
-    def __init__(self, owner: TransactionCoordinator, partition, shard: TxnShard) -> None:
-        self.owner = owner
-        self.partition = partition
-        self.shard = shard
-        self.state = LOADING
-        self.completing: set[asyncio.Task] = set()
+    settled_events = ()
 
-    async def load(self) -> None:
-        self.state = LOADING
-        if getattr(self.partition.log, "recovery_truncations", None):
-            report_cuts(self.partition.log, TXN_TOPIC, self.partition.index, "transactional_ids", transactional_id)
-        records = await replay_log(self.partition.log, self.shard.replay_bytes)
-        # the producer ids the transactional ids hold are never handed out again, even after cluster
-        # metadata rebuilt from the partition directories (Cluster.reserve_producer_ids)
-        self.owner.cluster.reserve_producer_ids(max(
-            (max(m.producer_id, m.prev_producer_id, m.next_producer_id) for m in self.shard.txns.values()), default=-1,
+    def __init__(self, runtime: TxnRuntime) -> None:
+        owner = runtime.owner
+        super().__init__(owner.cluster.allocate_producer_id, owner.config, index=runtime.index, coordinator_epoch=0, clock_ms=runtime.clock_ms)
+        self.runtime = runtime
+        self._next_expiry: int | None = None
+
+    def run(self, op: Callable[[TxnShard], TxnResult]) -> Result:
+        result = super().run(op)
+        completions = result.completions
+        return Result(records=result.records, response=result.response,
+                      on_commit=(lambda: self.runtime.complete(completions)) if completions else None)
+
+    def loader(self) -> KeyValueLoader:
+        return KeyValueLoader(self.replay_bytes, summary=lambda: {"transactional_ids": len(self.txns)})
+
+    def activated(self) -> TxnResult:
+        """Loaded: the producer ids the transactional ids hold are never handed out again (even after
+        cluster metadata rebuilt from the partition directories: Cluster.reserve_producer_ids), and the
+        transactions a crash left in PREPARE_* are completed."""
+        self.runtime.owner.cluster.reserve_producer_ids(max(
+            (max(m.producer_id, m.prev_producer_id, m.next_producer_id) for m in self.txns.values()), default=-1,
         ))
-        self.state = ACTIVE
-        for completion in self.shard.on_loaded(_now_ms()):
+        self._next_expiry = self.clock_ms() + self.config.abort_timed_out_transaction_cleanup_interval_ms
+        return TxnResult(completions=self.on_loaded())
+
+    def applied(self, records: list, base_offset: int) -> None:
+        pass  # an operation applies its records as it writes them (TxnShard.emit)
+
+    def next_deadline(self) -> int | None:
+        return self._next_expiry
+
+    def fire_timers(self) -> TxnResult:
+        """Abort timed-out transactions and forget expired transactional ids; the next pass one interval on."""
+        now = self.clock_ms()
+        self._next_expiry = now + self.config.abort_timed_out_transaction_cleanup_interval_ms
+        return self.expire(now)
+
+
+class TxnRuntime(CoordinatorRuntime):
+    """One ``__transaction_state`` partition: the coordinator runtime with a ``TxnStateShard``, and its completions."""
+
+    def __init__(self, owner: TransactionCoordinator, partition) -> None:
+        self.owner = owner
+        index = partition.index
+        super().__init__(index, partition, topic=TXN_TOPIC, fsync_always=owner.fsync_always, log=log, load_chunk=TXN_LOAD_BUFFER_BYTES,
+                         new_shard=TxnStateShard, error=CoordinatorError, clock_ms=owner.clock_ms,
+                         cuts=lambda plog: report_cuts(plog, TXN_TOPIC, index, "transactional_ids", transactional_id))
+
+    def complete(self, completions: list[Completion]) -> None:
+        for completion in completions:
             self._complete_later(completion)
-        if records:
-            log.info("transaction state loaded", partition=self.partition.index, records=records, transactional_ids=len(self.shard.txns))
-
-    def check(self) -> None:
-        check_active(self.state)
-
-    def write(self, op: Callable[[TxnShard], TxnResult]):
-        """Run ``op``, append its records (durable under the broker's fsync policy), start its
-        completions; returns its response. Raises CoordinatorError (nothing written) on failure."""
-        self.check()
-        result = self.shard.run(op)
-        if result.records:
-            try:
-                self._append(self.shard.encode(result.records))
-            except Exception as exc:  # noqa: BLE001 - any storage failure: the log is the truth
-                log.error("transaction state append failed; reloading the partition", partition=self.partition.index, error=str(exc))
-                self.shard.reset()
-                asyncio.get_running_loop().create_task(self.load())
-                raise CoordinatorError(ErrorCode.not_coordinator, str(exc)) from None
-        for completion in result.completions:
-            self._complete_later(completion)
-        return result.response
-
-    def _append(self, encoded: list[tuple[bytes, bytes | None]]) -> None:
-        now = _now_ms()
-        self.partition.append([build_key_value_batch(encoded, now)], AppendOrigin.COORDINATOR)
-        if self.owner.fsync_always:
-            self.partition.log.flush()
 
     async def _complete(self, completion: Completion, attempt: int = 0) -> None:
         """Write the transaction's markers, then its COMPLETE_* record; on a failure (a partition's
         append, a group coordinator reloading) try it all again a little later, as Kafka's marker
-        channel retries: a marker written twice is harmless, one never written would stall readers."""
+        channel retries: a marker written twice is harmless, one never written would stall readers.
+        An unload (or a reload) stops it: the next load completes the transaction again."""
         try:
             for marker in completion.markers:
                 await self.owner.write_marker(marker)
             if self.state != ACTIVE:
                 return  # reloaded meanwhile: the load completes it again
-            error = self.write(lambda shard: shard.complete(completion))
+            error = self.write_now(lambda shard: shard.complete(completion))
             if error not in (ErrorCode.none, None):
                 log.warning("transaction completion refused", transactional_id=completion.transactional_id, error=ErrorCode(error).name)
             return
@@ -178,39 +136,30 @@ class TxnRuntime:
             log.error("transaction markers not written yet; trying again", transactional_id=completion.transactional_id, error=str(exc),
                       attempt=attempt + 1)
         if self.state == ACTIVE:
-            delay = min(_RETRY_MAX_S, _MARKER_RETRY_S * 2 ** min(attempt, 10))
-            asyncio.get_running_loop().call_later(delay, self._complete_later, completion, attempt + 1)
+            self.call_later(min(_RETRY_MAX_S, _MARKER_RETRY_S * 2 ** min(attempt, 10)), self._complete_later, completion, attempt + 1)
 
     def _complete_later(self, completion: Completion, attempt: int = 0) -> None:
         if self.state != ACTIVE and attempt:
             return
-        task = asyncio.get_running_loop().create_task(self._complete(completion, attempt))
-        self.completing.add(task)
-        task.add_done_callback(self.completing.discard)
-
-    def tick(self, now: int) -> None:
-        """Abort timed-out transactions and forget expired transactional ids."""
-        if self.state != ACTIVE:
-            return
-        try:
-            self.write(lambda shard: shard.expire(now))
-        except CoordinatorError:
-            pass
+        self.spawn(self._complete(completion, attempt))
 
 
-class TransactionCoordinator:
-    """Every partition of ``__transaction_state``, and the markers the transactions write."""
+class TransactionCoordinator(RuntimeOwner):
+    """Every partition of ``__transaction_state`` (``runtimes``; ``load(index)``, ``unload(index)``),
+    and the markers the transactions write."""
+
+    load_failure = "transaction state partition failed to load"
 
     def __init__(self, cluster, groups, config: TxnConfig, *, num_partitions: int = 50, segment_bytes: int = TXN_SEGMENT_BYTES,
-                 fsync_always: bool = False) -> None:
+                 fsync_always: bool = False, clock_ms: Callable[[], int] = now_ms) -> None:
         self.cluster = cluster
+        self.clock_ms = clock_ms
         self.groups = groups  # the group coordinator: markers for __consumer_offsets partitions
         self.config = config
         self.num_partitions = num_partitions
         self.segment_bytes = segment_bytes
         self.fsync_always = fsync_always
         self.runtimes: list[TxnRuntime] = []
-        self._timer: asyncio.TimerHandle | None = None
         self._load_task: asyncio.Task | None = None
 
     @property
@@ -229,38 +178,11 @@ class TransactionCoordinator:
         topic = self.cluster.topics.get(TXN_TOPIC)
         if topic is None:
             topic = self.cluster.create_topic(TXN_TOPIC, self.num_partitions, txn_topic_configs(self.segment_bytes))
-        allocate = self.cluster.allocate_producer_id
-        self.runtimes = [
-            TxnRuntime(self, p, TxnShard(allocate, self.config, index=p.index, coordinator_epoch=0, clock_ms=_now_ms))
-            for p in topic.partitions
-        ]
-        loop = asyncio.get_running_loop()
-        self._load_task = loop.create_task(self._load_all())
-        self._arm()
-
-    async def _load_all(self) -> None:
-        await load_all(self.runtimes, "transaction state partition failed to load")
-
-    def _arm(self) -> None:
-        interval = self.config.abort_timed_out_transaction_cleanup_interval_ms / 1000
-        self._timer = asyncio.get_running_loop().call_later(interval, self._tick)
-
-    def _tick(self) -> None:
-        now = _now_ms()
-        for rt in self.runtimes:
-            rt.tick(now)
-        self._arm()
+        self.runtimes = [TxnRuntime(self, p) for p in topic.partitions]
+        self._start_loading()
 
     def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._load_task is not None:
-            self._load_task.cancel()
-        for rt in self.runtimes:
-            for task in list(rt.completing):
-                task.cancel()
-            rt.state = FAILED
+        self._stop_runtimes()
 
     # ================================================================ routing
     def runtime_for(self, transactional_id: str) -> TxnRuntime:
@@ -268,7 +190,7 @@ class TransactionCoordinator:
         return self.runtimes[partition_for(transactional_id, len(self.runtimes))]
 
     def _write(self, transactional_id: str, op: Callable[[TxnShard], TxnResult]):
-        return self.runtime_for(transactional_id).write(op)
+        return self.runtime_for(transactional_id).write_now(op)
 
     # ================================================================ the API (each answers once its records are appended)
     def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int):
@@ -298,7 +220,7 @@ class TransactionCoordinator:
 
     def describe(self, transactional_ids: list[str]) -> list:
         """DescribeTransactions: a TxnDescription per id (reads only; nothing is created)."""
-        from .shard import TxnDescription
+        from .model import TxnDescription
 
         out = []
         for tid in transactional_ids:
@@ -314,7 +236,7 @@ class TransactionCoordinator:
 
     def list_transactions(self, states: list[str], producer_ids: list[int], duration_ms: int = -1, pattern: str | None = None) -> list:
         """ListTransactions: each loaded partition's TxnListing (none before any transaction)."""
-        now = _now_ms()
+        now = self.clock_ms()
         return [rt.shard.list_transactions(states, producer_ids, duration_ms, pattern, now=now) for rt in self.runtimes if rt.state == ACTIVE]
 
     # ================================================================ markers
@@ -330,7 +252,7 @@ class TransactionCoordinator:
         if part is None:  # the topic was deleted: Kafka drops the marker too
             return
         batch = build_end_txn_marker(commit=marker.commit, producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
-                                     coordinator_epoch=marker.coordinator_epoch, timestamp=_now_ms())
+                                     coordinator_epoch=marker.coordinator_epoch, timestamp=self.clock_ms())
         part.append(split_batches(batch, verify_crc=False), AppendOrigin.COORDINATOR)
         part.producers.end_txn(marker.producer_id, marker.producer_epoch)
         if self.fsync_always:

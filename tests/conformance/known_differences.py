@@ -58,6 +58,9 @@ BY_VERSION: dict[str, dict[str, str]] = {
             "4.4 behaviour: OffsetCommit and OffsetFetch v10 (topics by id); Kafka 4.1 does not advertise v10 (unstable "
             "there) and closes the connection"),
         **{f"kip848.{name}": _EPOCHS_41 for name in _KIP848_EPOCH_SCENARIOS},
+        "kip848.fenced_member_rejoins_with_epoch_zero": (
+            "4.4 behaviour (KAFKA-19233): a fenced member rejoining under its own id with epoch 0 is accepted; "
+            "Kafka 4.1 answers FENCED_MEMBER_EPOCH until the member's session runs out"),
         "configs.group_configs": (
             "4.4 behaviour: a group config whose value comes from the broker's own setting (the suite sets "
             "group.consumer.heartbeat.interval.ms and group.consumer.session.timeout.ms) is described with source "

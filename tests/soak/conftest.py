@@ -17,7 +17,7 @@ def pytest_terminal_summary(terminalreporter):
         s = json.loads(path.read_text())
         rows.append(
             f"{s['broker']:9} {s['protocol']:8} overlaps={s['overlaps']} settled={s['settled']} in {s['settle_seconds']} s "
-            f"expired={s['members_expired']} crashes={s['crashes']} loop_stall_max={s['loop_stall_max_ms']} ms load_end={s['loadavg_end']}"
+            f"expired={s['members_expired']} crashes={s['crashes']} loop_stall_max={s['loop_stall_max_ms']} ms (loop cpu in it {s.get('loop_worst_stall_cpu_ms')} ms) load_end={s['loadavg_end']}"
         )
     if rows:
         terminalreporter.write_sep("-", f"under {s['hogs']} CPU hogs (build/starvation/)")

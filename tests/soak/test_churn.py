@@ -58,25 +58,61 @@ def test_churn_keeps_ownership_and_offsets_consistent(broker, protocol, tmp_path
     assert r["backwards_commits"] == 0, summary
     kept = r["overlaps"] == 0 and r["settled"] and r["unowned_after_settle"] == 0 and r["doubly_owned_after_settle"] == 0
     if not kept and protocol == "consumer":
-        xfail_known_start_burst(broker, summary)
+        xfail_known_start_burst(broker, r, summary)
     assert r["overlaps"] == 0, summary
     assert r["settled"] and r["unowned_after_settle"] == 0 and r["doubly_owned_after_settle"] == 0, summary
 
 
-def xfail_known_start_burst(broker: str, summary: dict) -> None:
+# how long after the last initial member's process started a broken promise still counts as the
+# known start-burst failure below: one KIP-848 session timeout (10 s in these runs) and some slack
+START_BURST_GRACE_S = 15.0
+
+
+def xfail_known_start_burst(broker: str, r: dict, summary: dict) -> None:
     """A KIP-848 group that broke a promise: known on kafkalite while 50 client processes start
-    at once (issue 23, open). A member's OffsetCommit waits for the coordinator's batch and
-    its ConsumerGroupHeartbeat is answered after it, on the same connection; with the loop
-    seconds behind, librdkafka times the heartbeat out after about a second, drops its
-    assignment and rejoins, and another member may be given a partition before the old
-    owner's application has seen it lost. An expected failure until that is fixed, with
-    the figures; on the reference Kafka, measured and not gated."""
+    at once (issue 23). A member's OffsetCommit waits for the coordinator's batch and its
+    ConsumerGroupHeartbeat is answered after it, on the same connection; with the loop seconds
+    behind, librdkafka times the heartbeat out after about a second, drops its assignment and
+    rejoins, and another member may be given a partition before the old owner's application
+    has seen it lost. (Two ways there are fixed since: a fenced member's epoch-0 rejoin was
+    refused until its session ran out, and a starved broker handed out 100 ms heartbeat
+    deadlines; docs/reliability.md, fourth session.) On kafkalite that alone is an expected failure, with the figures: every
+    partition owned twice was handed out in the start burst, and the group still settled with
+    every partition owned once. Anything else (an overlap later in the churn, a group that
+    does not settle) fails. On the reference Kafka, measured and not gated."""
+    if broker == "kafkalite":
+        last, populated = r.get("last_overlap_s"), r.get("populated_s")
+        in_burst = last is not None and populated is not None and last <= populated + START_BURST_GRACE_S
+        settled = r["settled"] and r["unowned_after_settle"] == 0 and r["doubly_owned_after_settle"] == 0
+        if not (in_burst and settled):
+            return  # not the known failure: the caller's assertions fail the test
     pytest.xfail(f"{broker}: a KIP-848 promise broken (issue 23: heartbeat answers held behind commits in the start burst): {summary}")
 
 
 # =========================================================================== analyse(): no broker
 def ev(t, member, kind, **data):
     return Event(t, member, kind, data)
+
+
+def _broken(last_overlap_s, settled=True, unowned=0):
+    return {"overlaps": 3, "last_overlap_s": last_overlap_s, "populated_s": 6.0, "settled": settled,
+            "unowned_after_settle": unowned, "doubly_owned_after_settle": 0}
+
+
+def test_only_a_start_burst_overlap_in_a_settled_group_is_the_known_kafkalite_failure():
+    with pytest.raises(pytest.xfail.Exception):
+        xfail_known_start_burst("kafkalite", _broken(12.0), {})
+    xfail_known_start_burst("kafkalite", _broken(40.0), {})  # later in the churn: not known, the caller fails
+    xfail_known_start_burst("kafkalite", _broken(12.0, settled=False), {})
+    xfail_known_start_burst("kafkalite", _broken(12.0, unowned=2), {})
+    with pytest.raises(pytest.xfail.Exception):  # the reference is measured, not gated
+        xfail_known_start_burst("kafka", _broken(40.0, settled=False), {})
+
+
+def test_analyse_gives_the_time_of_the_last_overlap():
+    r = analyse([ev(1, 1, "assign", p=[0, 1]), ev(2, 2, "assign", p=[1]), ev(3, 3, "assign", p=[0]), ev(4, 1, "revoke", p=[0, 1])], 2)
+    assert r["overlaps"] == 2 and r["last_overlap_t"] == 3
+    assert analyse([ev(1, 1, "assign", p=[0])], 1)["last_overlap_t"] is None
 
 
 def test_analyse_counts_an_assignment_to_a_second_live_owner_as_an_overlap():

@@ -46,10 +46,10 @@ def summary(broker: str, protocol: str, r: dict) -> dict:
         expired = log.get("members_expired", sum(n for reason, n in log.get("members_removed", {}).items() if "timeout" in reason or "expired" in reason))
     return {
         "broker": broker, "protocol": protocol, "hogs": HOGS, "seconds": SECONDS, "members": MEMBERS,
-        "overlaps": r["overlaps"], "settled": r["settled"], "settle_seconds": r.get("settle_seconds"),
+        "overlaps": r["overlaps"], "last_overlap_s": r.get("last_overlap_s"), "settled": r["settled"], "settle_seconds": r.get("settle_seconds"),
         "unowned_after_settle": r["unowned_after_settle"], "backwards_commits": r["backwards_commits"],
         "members_expired": expired, "crashes": r["crashes"],
-        "loop_stall_max_ms": log.get("loop_lag_max_ms"), "loop_cpu_ms": log.get("loop_cpu_ms"), "loop_runq_wait_ms": log.get("loop_runq_wait_ms"),
+        "loop_stall_max_ms": log.get("loop_lag_max_ms"), "loop_worst_stall_cpu_ms": log.get("loop_worst_stall_cpu_ms"), "loop_cpu_ms": log.get("loop_cpu_ms"), "loop_runq_wait_ms": log.get("loop_runq_wait_ms"),
         "loadavg_start": r.get("loadavg_start"), "loadavg_end": r.get("loadavg_end"), "loadavg_samples": r.get("loadavg_samples"),
     }
 
@@ -82,7 +82,7 @@ def test_churn_under_cpu_hogs_keeps_ownership_and_settles(broker, protocol, tmp_
         # the reference is measured, not gated: its figures are printed beside kafkalite's
         pytest.xfail(f"Apache Kafka broke a group promise under {HOGS} CPU hogs: {detail}")
     if protocol == "consumer" and not kept:
-        xfail_known_start_burst(broker, detail)
+        xfail_known_start_burst(broker, r, detail)
     # the promises
     assert r["overlaps"] == 0, detail
     assert r["settled"] and r["unowned_after_settle"] == 0 and r["doubly_owned_after_settle"] == 0, detail

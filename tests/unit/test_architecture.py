@@ -15,9 +15,16 @@ The rules:
   being removed; no new one);
 - a module of broker/handlers/ imports of the other handler modules only the
   shared ones (``SHARED_HANDLER_MODULES``), and the package itself;
+- broker/coordinator_runtime/ (the one coordinator runtime) imports no coordinator
+  (broker/coordinator/, broker/txn/, broker/share/): they plug their shards into it;
 - no circle of imports among the modules of broker/, nor among those of storage/.
 
 A failure names each offending import as ``file:line``.
+
+The sizes (kafkalite issue 25), read with ``ast`` from broker/, protocol/ and storage/: no
+module over ``MAX_MODULE_LINES`` lines, no function or method over ``MAX_FUNCTION_LINES``
+(from its ``def`` to its last line), but those in ``KNOWN_LONG_MODULES`` /
+``KNOWN_LONG_FUNCTIONS``, which only shrink. A failure names each as ``file:line``.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ PACKAGES = ("protocol", "storage", "broker", "kafkalite")
 
 HANDLERS = "broker.handlers"
 COORDINATOR = "broker.coordinator"
+COORDINATOR_RUNTIME = "broker.coordinator_runtime"
+COORDINATORS = ("broker.coordinator", "broker.txn", "broker.share")  # the shards the runtime runs
 # what a handler may import of the coordinator: the service (its one way in) and the error channel
 ALLOWED_HANDLER_COORDINATOR_MODULES = frozenset({"broker.coordinator.service", "broker.coordinator.errors"})
 # (handler module, coordinator module) imports beyond the service and errors: none is left. Never
@@ -41,6 +50,7 @@ KNOWN_HANDLER_COORDINATOR_IMPORTS: frozenset = frozenset()  # none left: handler
 # the handler modules written to be shared by several handlers (each one's users are named in it)
 SHARED_HANDLER_MODULES = frozenset({
     "broker.handlers._acls",  # CreateAcls, DeleteAcls, DescribeAcls
+    "broker.handlers._config_entries",  # DescribeConfigs, CreateTopics
     "broker.handlers._configs",  # AlterConfigs, IncrementalAlterConfigs, DescribeConfigs
     "broker.handlers._groups",  # the group handlers
     "broker.handlers._share",  # ShareFetch, ShareAcknowledge
@@ -48,11 +58,16 @@ SHARED_HANDLER_MODULES = frozenset({
     "broker.handlers._share_state",  # the share-state RPCs
     "broker.handlers._txn",  # the transaction handlers
 })
-# (handler module, handler module) imports of one API's module by another's, there today; delete an
-# entry once its import is gone, never add one (what two handlers share goes in a shared module)
-KNOWN_HANDLER_TO_HANDLER_IMPORTS = frozenset({
-    ("broker.handlers.create_topics", "broker.handlers.describe_configs"),  # topic_config_entries
-})
+# imports of one API's module by another's: none left, and never add one (what two handlers share goes in a shared module)
+KNOWN_HANDLER_TO_HANDLER_IMPORTS: frozenset = frozenset()
+
+SIZED_PACKAGES = ("broker", "protocol", "storage")
+MAX_MODULE_LINES = 800
+MAX_FUNCTION_LINES = 100
+# modules over MAX_MODULE_LINES there today (path from the root -> why); delete an entry once it is under, never add one
+KNOWN_LONG_MODULES: dict[str, str] = {}
+# ("path", "function's qualified name") over MAX_FUNCTION_LINES there today: none
+KNOWN_LONG_FUNCTIONS: frozenset = frozenset()
 
 
 # ----------------------------------------------------------------------------- the graph
@@ -222,6 +237,11 @@ def test_storage_imports_nothing_of_broker():
     assert not bad, _report("storage/ must not import broker/ (it logs through stdlib logging; broker/logs.py adapts)", bad)
 
 
+def test_the_coordinator_runtime_imports_no_coordinator():
+    bad = [i for i in graph() if _in(i.source, COORDINATOR_RUNTIME) and any(_in(i.target, c) for c in COORDINATORS)]
+    assert not bad, _report("broker/coordinator_runtime/ must not import a coordinator (the coordinators plug their shards into it)", bad)
+
+
 def _handler_coordinator_imports() -> list[Import]:
     return [i for i in graph() if _in(i.source, HANDLERS) and _in(i.target, COORDINATOR) and i.target not in ALLOWED_HANDLER_COORDINATOR_MODULES]
 
@@ -261,3 +281,71 @@ def test_no_import_cycles_in_broker_or_storage():
     assert not found, "import circles (each: the imports between its modules):\n" + "\n".join(
         "- " + ", ".join(sorted({e.source for e in circle})) + ":\n  " + "\n  ".join(map(str, circle)) for circle in found
     )
+
+
+# ----------------------------------------------------------------------------- sizes
+@dataclass(frozen=True)
+class Sized:
+    path: str  # from the root
+    name: str  # the module's path, or the function's qualified name
+    line: int
+    lines: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.name} is {self.lines} lines"
+
+
+def functions_of(tree: ast.AST, prefix: str = "") -> Iterable[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """(qualified name, node) of every function of the tree: methods and nested functions too."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield prefix + node.name, node
+            yield from functions_of(node, prefix + node.name + ".")
+        elif isinstance(node, ast.ClassDef):
+            yield from functions_of(node, prefix + node.name + ".")
+        else:
+            yield from functions_of(node, prefix)
+
+
+def sizes_of(rel: str, text: str) -> tuple[Sized, list[Sized]]:
+    """The module's size and its functions' (from the ``def`` line to the last line)."""
+    module = Sized(rel, rel, 1, len(text.splitlines()))
+    funcs = [Sized(rel, name, node.lineno, node.end_lineno - node.lineno + 1) for name, node in functions_of(ast.parse(text, rel))]
+    return module, funcs
+
+
+@functools.cache
+def sizes() -> tuple[tuple[Sized, ...], tuple[Sized, ...]]:
+    modules, funcs = [], []
+    for pkg in SIZED_PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            module, its = sizes_of(path.relative_to(ROOT).as_posix(), path.read_text(encoding="utf-8"))
+            modules.append(module)
+            funcs += its
+    return tuple(modules), tuple(funcs)
+
+
+def test_sizes_measures_modules_methods_and_nested_functions():
+    text = "class A:\n    def f(self):\n        def g():\n            pass\n\n        return g\n\n\nasync def h():\n    pass\n"
+    module, funcs = sizes_of("x.py", text)
+    assert module.lines == 10
+    assert [(f.name, f.line, f.lines) for f in funcs] == [("A.f", 2, 5), ("A.f.g", 3, 2), ("h", 9, 2)]
+    assert str(funcs[0]) == "x.py:2: A.f is 5 lines"
+
+
+def test_no_module_or_function_too_long():
+    modules, funcs = sizes()
+    assert any(m.path == "storage/log.py" for m in modules) and any(f.name == "PartitionLog.append" for f in funcs)
+    bad = [m for m in modules if m.lines > MAX_MODULE_LINES and m.path not in KNOWN_LONG_MODULES]
+    bad += [f for f in funcs if f.lines > MAX_FUNCTION_LINES and (f.path, f.name) not in KNOWN_LONG_FUNCTIONS]
+    assert not bad, _report(
+        f"over {MAX_MODULE_LINES} lines a module, or {MAX_FUNCTION_LINES} a function (split it into named parts)", bad
+    )
+
+
+def test_no_stale_size_allowance():
+    modules, funcs = sizes()
+    long_modules = {m.path for m in modules if m.lines > MAX_MODULE_LINES}
+    long_funcs = {(f.path, f.name) for f in funcs if f.lines > MAX_FUNCTION_LINES}
+    stale = sorted(KNOWN_LONG_MODULES.keys() - long_modules) + sorted(KNOWN_LONG_FUNCTIONS - long_funcs)
+    assert not stale, "no longer too long (or gone): delete from test_architecture.py's lists:\n  " + "\n  ".join(map(str, stale))

@@ -23,7 +23,9 @@ from kio.schema.fetch.v12.response import PartitionData as PartitionDataV12
 from kio.schema.fetch.v16.response import FetchResponse as FetchV16
 from kio.schema.heartbeat.v0.response import HeartbeatResponse as HeartbeatV0
 
-from broker.handlers import HANDLERS, RequestContext, describe_configs, supported_versions
+from broker.handlers import HANDLERS, RequestContext, supported_versions
+from broker.handlers._config_entries import config_entry
+from broker.handlers._configs import DEFAULT_CONFIG
 from protocol.codec import UnknownFieldError, build, drop_unknown, encode, request_class, response_class
 from protocol.connection import Request, ServerConnection
 from protocol.errors import ErrorCode
@@ -93,7 +95,7 @@ def test_a_dataclass_of_another_class_is_checked_too():
 
 
 def test_the_known_names_of_a_class_span_every_version_of_its_message():
-    from protocol.codec import _build_plan
+    from protocol.build import _build_plan
 
     known, plan = _build_plan(response_class(1, 4))
     assert {name for name, *_ in plan} < known
@@ -101,14 +103,14 @@ def test_the_known_names_of_a_class_span_every_version_of_its_message():
     # a class outside kio.schema knows only its own fields
     from dataclasses import make_dataclass
 
-    from protocol.codec import _known_names
+    from protocol.build import _known_names
 
     assert _known_names(make_dataclass("Local", ["a", "b"])) == {"a", "b"}
 
 
 def test_a_misspelt_key_in_a_real_handler_shape_raises():
     # DescribeConfigs' config entry, as the handler makes it (CreateTopics reuses it)
-    entry = describe_configs._entry("retention.ms", "1000", describe_configs.DEFAULT_CONFIG)
+    entry = config_entry("retention.ms", "1000", DEFAULT_CONFIG)
     result = {"error_code": 0, "error_message": None, "resource_type": 2, "resource_name": "t", "configs": [entry]}
     for version in range(1, 5):
         build(response_class(32, version), {"throttle_time": 0, "results": [result]})

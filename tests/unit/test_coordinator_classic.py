@@ -1206,6 +1206,92 @@ def test_loop_watch_counts_late_ticks_and_a_stall_still_in_progress(loop):
     assert watch.lost_ms() == 3_000  # stopped: no stall in progress
 
 
+def test_loop_watch_remembers_the_longest_stall_of_the_last_30_s(loop):
+    from broker.coordinator.runtime import RECENT_MS, LoopWatch
+
+    now = [0]
+    watch = LoopWatch(loop, clock_ms=lambda: now[0], period_ms=100, tolerance_ms=50)
+
+    def stall(late: int) -> None:
+        now[0] += 100 + late
+        watch.tick()
+
+    def on_time(ms: int) -> None:
+        for _ in range(ms // 100):
+            now[0] += 100
+            watch.tick()
+
+    watch.start()
+    try:
+        on_time(1_000)
+        assert watch.recent_stall_ms() == 0
+        stall(400)
+        on_time(1_000)
+        stall(200)
+        assert watch.recent_stall_ms() == 400
+        now[0] += 1_100  # a stall in progress, 1 s over: counted before its tick
+        assert watch.recent_stall_ms() == 1_000
+        watch.tick()
+        on_time(RECENT_MS - 1_000)  # the 400 ms stall is older than 30 s now; the 1 s one is not
+        assert watch.recent_stall_ms() == 1_000
+        on_time(1_500)
+        assert watch.recent_stall_ms() == 0  # all older than 30 s
+    finally:
+        watch.stop()
+
+
+def test_loop_watch_gives_a_shorter_later_stall_once_a_longer_earlier_one_is_older_than_30_s(loop):
+    from broker.coordinator.runtime import RECENT_MS, LoopWatch
+
+    now = [0]
+    watch = LoopWatch(loop, clock_ms=lambda: now[0], period_ms=100, tolerance_ms=50)
+    watch.start()
+    try:
+        for late in (600, 0, 300, 0, 0):  # at 700 ms a 600 ms stall, at 1,200 ms a 300 ms one
+            now[0] += 100 + late
+            watch.tick()
+        assert watch.recent_stall_ms() == 600
+        while now[0] <= 700 + RECENT_MS:
+            now[0] += 100
+            watch.tick()
+        assert watch.recent_stall_ms() == 300  # the 600 ms stall has left the window
+        while now[0] <= 1_200 + RECENT_MS:
+            now[0] += 100
+            watch.tick()
+        assert watch.recent_stall_ms() == 0
+    finally:
+        watch.stop()
+
+
+def test_stalls_of_a_burst_of_work_are_not_a_stalling_loop_three_of_100_ms_in_30_s_are(loop):
+    from broker.coordinator.runtime import RECENT_MS, SUSTAINED_OVER_MS, SUSTAINED_STALLS, LoopWatch
+
+    now = [0]
+    watch = LoopWatch(loop, clock_ms=lambda: now[0], period_ms=100, tolerance_ms=50)
+    watch.start()
+    try:
+        assert (SUSTAINED_STALLS, SUSTAINED_OVER_MS) == (3, 100)
+        for late in (78, 0, 76, 0, 61, 0):  # a thousand members joining at once (measured: bench.handover)
+            now[0] += 100 + late
+            watch.tick()
+        assert watch.recent_stall_ms() == 78 and watch.sustained_stall_ms() == 0
+        for late in (120, 0, 150, 0):  # two stalls of 100 ms or more: not yet
+            now[0] += 100 + late
+            watch.tick()
+        assert watch.sustained_stall_ms() == 0
+        first = now[0] - 100 - 250 - 100  # when the 120 ms stall came
+        now[0] += 100 + 300  # a third, still in progress: counted
+        assert watch.sustained_stall_ms() == 300
+        watch.tick()
+        assert watch.sustained_stall_ms() == 300
+        while now[0] <= first + RECENT_MS:  # the 120 ms one leaves the window: two left
+            now[0] += 100
+            watch.tick()
+        assert watch.sustained_stall_ms() == 0 and watch.recent_stall_ms() == 300
+    finally:
+        watch.stop()
+
+
 def test_runtime_shards_see_the_loop_watch(loop):
     from broker.coordinator.runtime import LoopWatch, ShardRuntime
 
@@ -1219,6 +1305,7 @@ def test_runtime_shards_see_the_loop_watch(loop):
     assert rt.shard.timers.lost_ms == watch.lost_ms
     rt.shard.reset()  # a failed append rebuilds the shard's timers: they keep the watch
     assert rt.shard.timers.lost_ms == watch.lost_ms
+    assert rt.shard.recent_stall_ms == watch.sustained_stall_ms  # the KIP-848 interval's floor
 
 
 def test_a_replay_failure_after_the_append_answers_the_waiting_request(loop):

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from broker.cluster import MetadataView
-from broker.coordinator.consumer import PENDING_HEARTBEATS_PER_S, HeartbeatParams
+from broker.coordinator.consumer import PENDING_HEARTBEATS_PER_S, STALL_FACTOR, HeartbeatParams
 from broker.coordinator.consumer_group import (
     ASSIGNING,
     EMPTY,
@@ -347,16 +347,39 @@ def test_epoch_errors(h):
     assert len(h.durable) == n
 
 
-def test_fenced_member_can_rejoin_after_session_timeout(h):
-    """4.1 (before KAFKA-19233): an epoch-0 rejoin under a still-known member id goes through the epoch check."""
+def test_fenced_member_rejoins_at_once_with_epoch_zero(h):
+    """Kafka 4.3+ (KAFKA-19233): a member fenced for a stale epoch rejoins under its own id with epoch
+    0 at once, and gets its assignment back; 4.1 refused it until its session ran out."""
+    a, b = two_members(h)
+    before = h.member(a)
+    epoch, assigned = before.member_epoch, h.assigned(a)
+    assert epoch > 2
+    assert err(h.hb(a, epoch - 2)) == E.fenced_member_epoch  # a lost answer, retried with an older epoch
+    r = h.join(a)
+    assert err(r) == E.none
+    assert r["member_id"] == a and r["member_epoch"] == epoch
+    assert h.names(r["assignment"]) == assigned  # the partitions it dropped on the fence, back
+    assert h.cgroup().group_epoch == epoch  # no new member, no rebalance
+    assert set(h.cgroup().members) == {a, b}
+    # and it goes on heartbeating at that epoch
+    assert err(h.hb(a, epoch, owned=assigned)) == E.none
+
+
+def test_a_member_that_rejoins_with_epoch_zero_while_revoking_has_revoked(h):
+    """Epoch 0 with nothing owned while partitions wait for its revocation: they are revoked (it
+    dropped them when fenced), and the member waiting for them gets them."""
     h.join("a")
-    # epoch 0 is a's previous epoch and it owns nothing: accepted as a lost response
-    assert err(h.join("a")) == E.none
-    h.topic("t", 5)
-    assert h.hb("a", 2)["member_epoch"] == 3
-    assert err(h.join("a")) == E.fenced_member_epoch
-    h.advance(45_000)
-    assert err(h.join("a")) == E.none
+    h.join("b")
+    ea = h.member("a").member_epoch
+    h.hb("a", ea, owned=h.assigned("a"))  # asked to revoke what b gets
+    assert h.member("a").state == UNREVOKED_PARTITIONS
+    going = h.names(h.member("a").pending_revocation)
+    r = h.join("a")
+    assert err(r) == E.none
+    assert h.member("a").state == STABLE and not h.member("a").pending_revocation
+    eb = h.member("b").member_epoch
+    rb = h.hb("b", eb, owned=h.assigned("b"))
+    assert h.names(rb["assignment"]) == going
 
 
 # =========================================================================== timeouts and leaving (3.4, 3.5)
@@ -927,6 +950,28 @@ def test_members_mid_hand_over_get_the_pending_interval_and_the_plain_one_once_r
     assert h.cgroup().waiting == 0
 
 
+def test_a_broker_whose_loop_stalls_hands_out_no_deadline_shorter_than_its_stalls(h):
+    """The interval is the client's request timeout (librdkafka): after a stall of 400 ms the
+    pending interval is at least 4 x 400 ms, and after one of 2 s it is the plain interval."""
+    stall = [0]
+    h.shard.recent_stall_ms = lambda: stall[0]
+    h.join("a")
+    stall[0] = 400
+    resp = h.join("b")
+    assert (h.member("b").state, resp["heartbeat_interval"]) == (UNRELEASED_PARTITIONS, STALL_FACTOR * 400)
+    stall[0] = 2_000
+    ea = h.member("a").member_epoch
+    resp = h.hb("a", ea, owned=h.assigned("a"))
+    assert (h.member("a").state, resp["heartbeat_interval"]) == (UNREVOKED_PARTITIONS, 5000)
+    stall[0] = 10  # stalls under a quarter of the pending interval change nothing
+    waiting = h.shard.consumer.heartbeat_interval(h.cgroup(), h.member("b"))
+    stall[0] = 0
+    assert waiting == h.shard.consumer.heartbeat_interval(h.cgroup(), h.member("b")) < 5000
+    resp = h.hb("a", ea, owned=h.assigned("a"))
+    resp = h.hb("b", h.member("b").member_epoch, owned={})
+    assert resp["heartbeat_interval"] == 5000  # b got a's partitions: reconciled
+
+
 def test_the_pending_interval_off_and_bounded_by_the_groups_heartbeat_budget(loop):
     off = ConsumerHarness(loop, group_consumer_pending_heartbeat_interval_ms=5000)
     off.topic("t", 4, T_ID)
@@ -1122,7 +1167,7 @@ def test_a_fenced_member_that_keeps_sending_heartbeats_is_still_expired(h):
         h.hb(b, 3)
         arrivals.arrived(request(G, a))
         arrivals.started(request(G, a))
-        assert err(h.hb(a, 0, topics=("t",), rebalance=30_000)) == E.fenced_member_epoch  # rejoining with its old id
+        assert err(h.hb(a, 1)) == E.fenced_member_epoch  # an epoch it no longer has
     h.advance(1_000)
     assert a not in h.cgroup().members
 

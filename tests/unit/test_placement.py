@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.coordinator.placement import java_abs, java_string_hash, partition_for
+from broker.coordinator.placement import partition_for
+from broker.javahash import java_abs, java_string_hash
 
 INT_MIN = -(1 << 31)
 INT_MAX = (1 << 31) - 1

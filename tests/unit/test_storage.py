@@ -793,13 +793,15 @@ def test_clean_shutdown_marker(tmp_path):
 def test_closing_a_never_written_log_syncs_nothing_and_reopens_empty(tmp_path, monkeypatch):
     """Thousands of new, idle partitions must close quickly: nothing to make durable, no marker."""
     import storage.log as log_mod
+    import storage.log_durability as durability_mod
     import storage.segment as seg_mod
 
     mgr = LogManager(tmp_path, LogConfig(fsync="interval"))
     logs = [mgr.create("idle", p) for p in range(20)]
     fds = [next(iter(plog.iter_segments())).fh for plog in logs]
     syncs = []
-    monkeypatch.setattr(log_mod, "_fsync_dir", lambda p: syncs.append(p))
+    for mod in (log_mod, durability_mod):
+        monkeypatch.setattr(mod, "_fsync_dir", lambda p: syncs.append(p))
     monkeypatch.setattr(seg_mod, "_fdatasync", lambda fd: syncs.append(fd))
     mgr.stop()
     assert syncs == []
@@ -830,9 +832,11 @@ def test_an_emptied_log_past_offset_zero_still_closes_cleanly(tmp_path):
 
 def test_maintenance_syncs_a_new_log_directory_only_once_it_holds_data(tmp_path, monkeypatch):
     import storage.log as log_mod
+    import storage.log_durability as durability_mod
 
     synced = []
-    monkeypatch.setattr(log_mod, "_fsync_dir", lambda p: synced.append(p))
+    for mod in (log_mod, durability_mod):
+        monkeypatch.setattr(mod, "_fsync_dir", lambda p: synced.append(p))
     mgr = LogManager(tmp_path, LogConfig(fsync="interval"))
     plog = mgr.create("fresh", 0)
     mgr.run_maintenance_once()

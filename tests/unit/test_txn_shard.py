@@ -16,17 +16,17 @@ from dataclasses import replace
 import pytest
 
 from broker.coordinator.common import CoordinatorError
-from broker.txn.shard import (
+from broker.txn.model import (
     Completion,
     Marker,
     ProducerIdResponse,
     TxnConfig,
-    TxnShard,
     client_version_for_add_partitions,
     client_version_for_end_txn,
     fenced_error_for,
     txn_partition_for,
 )
+from broker.txn.shard import TxnShard
 from broker.javahash import JavaHashTable, copied_set_order, fresh_set_order, group_by_topic, topic_partition_hash
 from protocol.errors import ErrorCode
 from protocol.txn_records import TransactionLogKey, TransactionLogValue, TxnState, decode_key, decode_value, encode_key, encode_value

@@ -34,8 +34,7 @@ import math
 import struct
 import uuid
 
-from broker.coordinator.placement import java_string_hash
-from broker.javahash import JavaHashTable
+from broker.javahash import JavaHashTable, java_string_hash
 
 NAME = "simple"
 

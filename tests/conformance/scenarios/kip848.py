@@ -249,6 +249,17 @@ def fenced_member_epoch(d: Driver):
     d.obs("zero-rejoin", **exact(d, cghb(d, g, m.id, 0, version=1, topics=[t], owned=[])))
 
 
+@scenario("kip848")
+def fenced_member_rejoins_with_epoch_zero(d: Driver):
+    """A member fenced for an epoch two behind rejoins under its own id with epoch 0 (KAFKA-19233):
+    accepted at once, with its epoch and assignment."""
+    g, a, b = _two_converged(d)
+    d.obs("epochs", a=a.epoch, b=b.epoch)
+    d.obs("stale", **exact(d, cghb(d, g, a.id, a.epoch - 2, version=1, conn="a")))
+    d.obs("rejoin", **shape(d, cghb(d, g, a.id, 0, version=1, topics=a.topics, owned=[], conn="a")))
+    d.obs("describe", groups=describe(d, g))
+
+
 def _two_converged(d: Driver, partitions: int = 4):
     """Two members of a new group on topic "t", reconciled: (group, a, b)."""
     (t,) = topics(d, ("t", partitions))

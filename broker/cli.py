@@ -64,6 +64,8 @@ def _parser(admin: bool = True) -> argparse.ArgumentParser:
     s.add_argument("--data-dir", type=Path, help="where logs live (KAFKALITE_DATA_DIR, default ./data)")
     s.add_argument("--advertised-host", help="host given to clients in Metadata (KAFKALITE_ADVERTISED_HOST)")
     s.add_argument("--advertised-port", type=int, help="port given to clients in Metadata (KAFKALITE_ADVERTISED_PORT)")
+    s.add_argument("--nodes", type=int, help="run a cluster of N broker processes on this host, node i on the base port + i - 1 (KAFKALITE_NODES, default 1)")
+    s.add_argument("--restart-nodes", action="store_true", default=None, help="with --nodes: the controller restarts a node that died")
     s.add_argument("--log-format", choices=["json", "console"], help="KAFKALITE_LOG_FORMAT, default console")
     s.add_argument("--log-level", help="debug, info, warning or error (KAFKALITE_LOG_LEVEL, default info)")
     s.add_argument("--fsync", choices=["always", "interval", "never"], help="fsync policy (KAFKALITE_FSYNC, default interval)")
@@ -207,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     from .memory import tune_gc
 
     tune_gc()  # the broker's own process only: a broker embedded in a test keeps its host's collector settings
+    if cfg.nodes > 1:
+        from .multinode.controller import run_cluster
+
+        return run_cluster(cfg)
     try:
         import uvloop
 

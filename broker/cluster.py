@@ -307,6 +307,11 @@ class Cluster:
         self.group_configs: dict[str, dict[str, str]] = {}
         self.broker_configs: dict[str, dict[str, str]] = {}
         self.static_defaults = defaults  # the configuration's log defaults; ``defaults`` adds AlterConfigs' dynamic ones
+        # a cluster node (broker/multinode/): ``on_saved`` is called after each write of meta.json
+        # (the active node publishes its topics); ``forward_create(name, partitions)`` is set on a
+        # node that does not serve the data, which has no topic of its own to create
+        self.on_saved = None
+        self.forward_create = None
         # serialises CreateTopics / CreatePartitions, as Kafka's controller does
         self.admin_lock = asyncio.Lock()
         self.logs = LogManager(
@@ -351,6 +356,8 @@ class Cluster:
         meta["checksum"] = meta_checksum(meta)
         data = json.dumps(meta, indent=1, sort_keys=True).encode()
         write_atomically(self.data_dir / META_FILE, data, keep_previous=True, crash_at="meta.save.renaming")
+        if self.on_saved is not None:
+            self.on_saved()
 
     # ------------------------------------------------------------------ configs (AlterConfigs)
     def set_topic_overrides(self, topic: Topic, overrides: dict[str, str], config: LogConfig, *, save: bool = True) -> None:
@@ -436,6 +443,7 @@ class Cluster:
         topic = self.check_new_topic(name, num_partitions, configs)
         if validate_only:
             return topic
+        self._forwarded(name, num_partitions)
         topic.partitions = self._open_partitions(name, topic.topic_id, topic.config, 0, num_partitions)
         return self._created(topic)
 
@@ -447,12 +455,20 @@ class Cluster:
         topic = self.check_new_topic(name, num_partitions, configs)
         if validate_only:
             return topic
+        self._forwarded(name, num_partitions)
         self.creating.add(name)
         try:
             topic.partitions = await self._open_partitions_async(name, topic.topic_id, topic.config, 0, num_partitions)
         finally:
             self.creating.discard(name)
         return self._created(topic)
+
+    def _forwarded(self, name: str, num_partitions: int) -> None:
+        """On a cluster node that does not serve the data: the creation is sent to the active node,
+        and the topic is not there yet (LEADER_NOT_AVAILABLE, as Kafka answers a topic being created)."""
+        if self.forward_create is not None:
+            self.forward_create(name, num_partitions)
+            raise TopicError(ErrorCode.leader_not_available, f"Topic '{name}' is being created.")
 
     def _created(self, topic: Topic) -> Topic:
         self._index(topic)

@@ -83,6 +83,10 @@ class BrokerConfig:
     fsync: str = "interval"  # always | interval | never
     fsync_interval_ms: int = 1000
     node_id: int = 1
+    nodes: int = 1  # broker processes (broker/multinode/); 1: this process is the one broker
+    restart_nodes: bool = False  # the cluster's controller restarts a node that died
+    broker_session_timeout_ms: int = 9000  # a cluster node's lease (Kafka's broker.session.timeout.ms)
+    broker_heartbeat_interval_ms: int = 2000  # how often a node renews it (broker.heartbeat.interval.ms)
     auto_create_topics: bool = True
     num_partitions: int = 1
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
@@ -247,6 +251,10 @@ SETTINGS: tuple[Setting, ...] = (
     # -- broker ----------------------------------------------------------------
     _s("data_dir", "path", "where logs and metadata live (one directory)", ("log.dirs", "log.dir"), flag="--data-dir"),
     _s("node_id", "int", "this broker's id", ("node.id", "broker.id"), minimum=0, maximum=INT_MAX),
+    _s("nodes", "int", "broker processes of a cluster on this host, node i on the base port + i - 1 (docs/multinode.md)", minimum=1, maximum=64, flag="--nodes"),
+    _s("restart_nodes", "bool", "with nodes > 1: the controller restarts a node that died (otherwise: `kafkalite cluster start-node ID`)", flag="--restart-nodes"),
+    _s("broker_session_timeout_ms", "int", "a cluster node whose heartbeats stop this long is fenced (killed) and its work moves", "broker.session.timeout.ms", minimum=100, maximum=INT_MAX),
+    _s("broker_heartbeat_interval_ms", "int", "how often a cluster node heartbeats to the controller", "broker.heartbeat.interval.ms", minimum=10, maximum=INT_MAX),
     _s("log_format", "choice", "json or console; logs go to stderr", choices=("json", "console"), flag="--log-format"),
     _s("log_level", "choice", "", choices=("debug", "info", "warning", "error", "critical"), flag="--log-level"),
     _s("fsync", "choice", "when data is forced to disk: always, interval or never", choices=("always", "interval", "never"), flag="--fsync"),

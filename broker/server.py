@@ -106,6 +106,10 @@ class Broker(Admission):
         self.hooked = False
         # called as hook(api_name, request, exception) when a handler raises (broker.testing fails tests on it)
         self.on_handler_error = None
+        # a node of a cluster (broker/multinode/): its image of the cluster, and while it does not
+        # serve the data, the gate its requests pass (broker/multinode/standby.py); None on a single node
+        self.view = None
+        self.standby = None
         if config.metrics_port is not None:
             from .metrics import Metrics
 
@@ -116,7 +120,7 @@ class Broker(Admission):
         self._init_admission(config)
     def update_hooks(self) -> None:
         """Recompute ``hooked`` after faults or metrics changed."""
-        self.hooked = self.metrics is not None or (self.faults is not None and self.faults.active)
+        self.hooked = self.metrics is not None or (self.faults is not None and self.faults.active) or self.standby is not None
 
     @property
     def advertised(self) -> tuple[str, int]:
@@ -220,9 +224,11 @@ class Broker(Admission):
             self.share_partitions.topic_deleted(topic_id)
             self.share_coordinator.topic_deleted(topic_id)
 
-    async def start(self) -> None:
+    async def start(self, *, serve_data: bool = True) -> None:
         """Bind every port, then lock the data directory, then load it, then serve: a start
-        refused for a port in use or a directory another broker holds touches nothing in it."""
+        refused for a port in use or a directory another broker holds touches nothing in it.
+        ``serve_data=False`` (a cluster node on standby) binds and serves without touching the
+        data directory; ``activate`` locks and loads it later."""
         self.loop = asyncio.get_running_loop()
         memory.tune()
         await self._bind()
@@ -233,17 +239,18 @@ class Broker(Admission):
                 self.failed_bind = ("metrics", self.config.metrics_host or self.specs[0].host, self.config.metrics_port)
                 self._unbind()
                 raise
-        try:
-            self.data_lock = datadir.lock(self.config.data_dir)  # before anything reads or writes the directory
-        except datadir.DataDirError:
-            self._unbind()
-            raise
-        try:
-            self._load()
-        except BaseException:
-            self._unload()
-            self._unbind()
-            raise
+        if serve_data:
+            try:
+                self.data_lock = datadir.lock(self.config.data_dir)  # before anything reads or writes the directory
+            except datadir.DataDirError:
+                self._unbind()
+                raise
+            try:
+                self._load()
+            except BaseException:
+                self._unload()
+                self._unbind()
+                raise
         for listener in self.listeners:
             await listener.server.start_serving()
             log.info("listening", listener=listener.name, protocol=listener.protocol, host=listener.spec.bind_address()[0], port=listener.port,
@@ -251,6 +258,23 @@ class Broker(Admission):
         self._sweep_handle = self.loop.call_later(self.sweep_s, self._sweep)
         if self.metrics is not None:
             await self.metrics.serve()
+
+    async def activate(self, *, poll_s: float = 0.02) -> None:
+        """A cluster node made active: lock the data directory (waiting while the node that held
+        it is still stopping, or is being killed), load it, and serve the data from now on."""
+        while True:
+            try:
+                self.data_lock = datadir.lock(self.config.data_dir)
+                break
+            except datadir.DataDirError:
+                await asyncio.sleep(poll_s)  # the fenced holder's flock goes with its process
+        try:
+            self._load()
+        except BaseException:
+            self._unload()
+            raise
+        self.standby = None
+        self.update_hooks()
 
     def _load(self) -> None:
         """Read the locked data directory: credentials, ACLs, logs and meta.json, the coordinators' topics."""

@@ -57,7 +57,11 @@ async def handle(ctx, req):
 
 async def _create(ctx, req, topics):
     cluster = ctx.cluster
-    node = cluster.node_id
+    view = ctx.broker.view
+    # a cluster's nodes share one data directory: every node holds every partition (docs/multinode.md)
+    nodes = set(view.replica_ids()) if view is not None else {cluster.node_id}
+    live = len(view.live_ids()) if view is not None else 1
+    replicas = len(nodes)
     results = []
     plans = []  # (index in results, name, partitions, configs) of the topics that passed every check
     seen = set()
@@ -78,12 +82,13 @@ async def _create(ctx, req, topics):
             if partitions != -1 or factor != -1:
                 results.append(_fail(name, ErrorCode.invalid_request, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time."))
                 continue
-            bad = [b for a in ct.assignments for b in a.broker_ids or () if b != node]
-            if bad or any(len(a.broker_ids or ()) != 1 for a in ct.assignments):
-                results.append(_fail(name, ErrorCode.invalid_replica_assignment, f"Replica assignment may only name broker {node}, once per partition"))
+            bad = [b for a in ct.assignments for b in a.broker_ids or () if b not in nodes]
+            if bad or any(not a.broker_ids or len(set(a.broker_ids)) != len(a.broker_ids) for a in ct.assignments):
+                names = ", ".join(map(str, sorted(nodes)))
+                results.append(_fail(name, ErrorCode.invalid_replica_assignment, f"Replica assignment may only name brokers {names}, each at most once per partition"))
                 continue
             partitions = len(ct.assignments)
-            factor = 1
+            factor = max(len(a.broker_ids) for a in ct.assignments)
         if partitions == -1:
             partitions = ctx.config.num_partitions
         if factor == -1:
@@ -91,8 +96,8 @@ async def _create(ctx, req, topics):
         if factor <= 0:
             results.append(_fail(name, ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."))
             continue
-        if factor > 1:
-            results.append(_fail(name, ErrorCode.invalid_replication_factor, f"Unable to replicate the partition {factor} time(s): The target replication factor of {factor} cannot be reached because only 1 broker(s) are registered."))
+        if factor > live:
+            results.append(_fail(name, ErrorCode.invalid_replication_factor, f"Unable to replicate the partition {factor} time(s): The target replication factor of {factor} cannot be reached because only {live} broker(s) are registered."))
             continue
         configs = {c.name: c.value for c in ct.configs or ()}
         try:
@@ -114,7 +119,7 @@ async def _create(ctx, req, topics):
         if ctx.broker.authorizer is not None and not ctx.allowed(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name):
             # created, but its configuration is not told (Kafka's ReplicationControlManager)
             results[i] = {"name": name, "topic_id": topic.topic_id, "error_code": ErrorCode.none, "error_message": None,
-                          "num_partitions": partitions, "replication_factor": 1, "configs": [], "topic_config_error_code": ErrorCode.topic_authorization_failed}
+                          "num_partitions": partitions, "replication_factor": replicas, "configs": [], "topic_config_error_code": ErrorCode.topic_authorization_failed}
             continue
         results[i] = {
             "name": name,
@@ -122,7 +127,7 @@ async def _create(ctx, req, topics):
             "error_code": ErrorCode.none,
             "error_message": None,
             "num_partitions": partitions,
-            "replication_factor": 1,
+            "replication_factor": replicas,
             "configs": [
                 {k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
                 for e in topic_config_entries(ctx, topic.overrides, topic.config)

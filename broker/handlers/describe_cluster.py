@@ -31,12 +31,18 @@ async def handle(ctx, req):
         }
     host, port = advertised_for(ctx)
     node = ctx.cluster.node_id
+    view = ctx.broker.view
+    brokers = [{"broker_id": node, "host": host, "port": port, "rack": None, "is_fenced": False}]
+    if view is not None:  # a node of a cluster: every live node, the active one as the controller
+        listener = getattr(getattr(ctx.conn, "listener", None), "name", None)
+        brokers = [{"broker_id": i, "host": h, "port": p, "rack": None, "is_fenced": False} for i, h, p in view.brokers(listener, (host, port))]
+        node = view.leader()
     return {
         "error_code": ErrorCode.none,
         "error_message": None,
         "endpoint_type": endpoint_type,
-        "cluster_id": ctx.cluster.cluster_id,
+        "cluster_id": ctx.cluster.cluster_id or (view.cluster_id if view is not None else ""),
         "controller_id": node,
-        "brokers": [{"broker_id": node, "host": host, "port": port, "rack": None, "is_fenced": False}],
+        "brokers": brokers,
         "cluster_authorized_operations": _cluster_ops(ctx) if req.include_cluster_authorized_operations else UNKNOWN_OPERATIONS,
     }

@@ -20,6 +20,20 @@ VERSIONS = (0, 6)
 GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 
+def _elsewhere(ctx, key: str):
+    """On a cluster node that does not serve the data: the active node's address, or
+    COORDINATOR_NOT_AVAILABLE while there is none (or this one is still loading)."""
+    view = ctx.broker.view
+    if view is None or view.serving:
+        return None
+    leader = view.leader()
+    listener = getattr(getattr(ctx.conn, "listener", None), "name", None)
+    address = view.endpoint(leader, listener, advertised_for(ctx)) if leader >= 0 and leader != view.node_id else None
+    if address is None:
+        return {"key": key, "error_code": ErrorCode.coordinator_not_available, "error_message": None, "node_id": -1, "host": "", "port": -1}
+    return {"key": key, "error_code": ErrorCode.none, "error_message": None, "node_id": leader, "host": address[0], "port": address[1]}
+
+
 def _answer(ctx, key: str, key_type: int) -> dict:
     host, port = advertised_for(ctx)
     if ctx.broker.authorizer is not None:  # DESCRIBE on the group or transactional id, as Kafka's getCoordinator
@@ -28,6 +42,9 @@ def _answer(ctx, key: str, key_type: int) -> dict:
         if key_type == TRANSACTION and not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
             return {"key": key, "error_code": ErrorCode.transactional_id_authorization_failed,
                     "error_message": "Transactional Id authorization failed." if ctx.version < 4 else None, "node_id": -1, "host": "", "port": -1}
+    elsewhere = _elsewhere(ctx, key) if key_type in (GROUP, TRANSACTION, SHARE) else None
+    if elsewhere is not None:
+        return elsewhere
     if key_type == SHARE:
         return _share(ctx, key, host, port)
     if key_type not in (GROUP, TRANSACTION):

@@ -14,7 +14,9 @@
   whole request UNKNOWN_SERVER_ERROR, which is matched here.
 - A topic asked for more than once is answered once, as Kafka does.
 - The one broker is described by the advertised address of the listener the
-  client connected through (Kafka's ``advertised.listeners``).
+  client connected through (Kafka's ``advertised.listeners``). A node of a cluster
+  (broker/multinode/) lists every live node, the active one as every partition's
+  leader and the controller, every node as a replica, the live ones as the ISR.
 """
 
 import uuid
@@ -32,7 +34,20 @@ VERSIONS = (0, 13)
 _ZERO_ID = uuid.UUID(int=0)
 
 
-def topic_entry(cluster, topic, node):
+def _layout(ctx, host: str, port: int) -> tuple:
+    """(brokers, controller id, (leader, replicas, isr, offline replicas)) of this node's cluster."""
+    node = ctx.cluster.node_id
+    view = ctx.broker.view
+    if view is None:  # the one broker
+        return [{"node_id": node, "host": host, "port": port, "rack": None}], node, (node, [node], [node], [])
+    listener = getattr(getattr(ctx.conn, "listener", None), "name", None)
+    brokers = [{"node_id": i, "host": h, "port": p, "rack": None} for i, h, p in view.brokers(listener, (host, port))]
+    leader = view.leader()
+    return brokers, leader, (leader, view.replica_ids(), view.live_ids(), view.offline_ids())
+
+
+def topic_entry(cluster, topic, layout):
+    leader, replicas, isr, offline = layout
     return {
         "error_code": ErrorCode.none,
         "name": topic.name,
@@ -40,13 +55,13 @@ def topic_entry(cluster, topic, node):
         "is_internal": topic.kafka_internal,
         "partitions": [
             {
-                "error_code": ErrorCode.none,
+                "error_code": ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
                 "partition_index": p.index,
-                "leader_id": node,
+                "leader_id": leader,
                 "leader_epoch": LEADER_EPOCH,
-                "replica_nodes": [node],
-                "isr_nodes": [node],
-                "offline_replicas": [],
+                "replica_nodes": replicas,
+                "isr_nodes": isr,
+                "offline_replicas": offline,
             }
             for p in topic.partitions
         ],
@@ -91,8 +106,8 @@ def _refusal(req, version: int) -> ErrorCode | None:
 
 async def handle(ctx, req):
     cluster = ctx.cluster
-    node = cluster.node_id
     host, port = advertised_for(ctx)
+    brokers, controller, node = _layout(ctx, host, port)
     version = ctx.version
     refusal = _refusal(req, version)
     if refusal is not None:
@@ -172,9 +187,9 @@ async def handle(ctx, req):
             cluster_ops = ctx.authorized_operations(ResourceType.CLUSTER, "kafka-cluster") if ctx.allowed_on_cluster(Operation.DESCRIBE) else 0
     return {
         "throttle_time": 0,
-        "brokers": [{"node_id": node, "host": host, "port": port, "rack": None}],
+        "brokers": brokers,
         "cluster_id": cluster.cluster_id,
-        "controller_id": node,
+        "controller_id": controller,
         "topics": topics,
         "cluster_authorized_operations": cluster_ops,
         "error_code": ErrorCode.none,

@@ -128,6 +128,13 @@ class Dispatch:
         plan = faults.plan(self, event) if faults is not None else None
         body = None
         delay = 0.0
+        standby = broker.standby
+        if standby is not None and plan is None:  # a node of a cluster that does not serve the data now
+            body = standby.answer(self.ctx, event)
+            if body is standby.PASS:
+                body = None
+            elif body is not None and not isinstance(body, dict):  # NO_RESPONSE (Produce with acks=0)
+                return None
         if plan is not None:
             if plan.drop:
                 self.log.info("fault injected: connection dropped", api=HANDLERS[event.api_key].NAME, client_id=event.client_id)

@@ -1,0 +1,159 @@
+"""A node process of a cluster: an ordinary ``Broker`` that starts on standby.
+
+The node binds its listeners and serves at once, behind the standby gate
+(``standby.py``), then says hello to the controller over its channel (its id, pid
+and advertised addresses) and heartbeats every ``broker.heartbeat.interval.ms``.
+Images from the controller update its ``ClusterView`` (and, while on standby, the
+topics its Metadata lists). When the controller makes it active, it locks and
+loads the data directory (``Broker.activate``), drops the gate, publishes its
+topics, and publishes them again after every change of ``meta.json``. A node
+whose channel closes (the controller died) stops and exits; SIGTERM stops it as
+it stops a single broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import uuid
+
+from ..cluster import Partition, Topic, TopicError
+from ..logs import get_logger
+from .channel import Channel, ChannelClosed
+from .standby import Standby
+from .view import ClusterView
+
+log = get_logger("node")
+
+
+def topics_of(cluster) -> dict:
+    return {t.name: {"id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.overrides} for t in cluster.topics.values()}
+
+
+def mirror_topics(cluster, topics: dict) -> None:
+    """A standby node's Metadata lists the image's topics: topics without logs."""
+    cluster.topics.clear()
+    cluster.by_id.clear()
+    for name, spec in topics.items():
+        topic = Topic(name, uuid.UUID(spec["id"]), dict(spec.get("configs") or {}), cluster.defaults, [])
+        topic.partitions = [Partition(name, i, None) for i in range(int(spec["partitions"]))]
+        cluster.topics[name] = topic
+        cluster.by_id[topic.topic_id] = topic
+    cluster.metadata.refresh(cluster.topics)
+
+
+class Node:
+    def __init__(self, config, sock) -> None:
+        from ..server import Broker
+
+        self.config = config
+        self.sock = sock
+        self.view = ClusterView(config.node_id)
+        self.broker = Broker(config)
+        self.broker.view = self.view
+        self.broker.standby = Standby(self.broker, self.view)
+        self.broker.update_hooks()
+        self.broker.cluster.forward_create = self._forward_create
+        self.channel: Channel | None = None
+        self.stop = asyncio.Event()
+        self.activating: asyncio.Task | None = None
+
+    def _forward_create(self, name: str, partitions: int) -> None:
+        if self.channel is not None:
+            self.channel.send({"t": "create", "name": name, "partitions": partitions})
+
+    def _publish(self) -> None:
+        cluster = self.broker.cluster
+        if self.channel is not None:
+            self.channel.send({"t": "topics", "cluster_id": cluster.cluster_id, "topics": topics_of(cluster)})
+
+    async def run(self) -> int:
+        broker = self.broker
+        await broker.start(serve_data=False)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop.set)
+        self.channel = await Channel.open(self.sock)
+        self.channel.send({
+            "t": "hello", "id": self.config.node_id, "pid": os.getpid(),
+            "advertised": {li.name: list(li.advertised) for li in broker.listeners},
+        })
+        tasks = [asyncio.ensure_future(self._beat()), asyncio.ensure_future(self._read())]
+        await self.stop.wait()
+        for task in tasks:
+            task.cancel()
+        if self.activating is not None and not self.activating.done():
+            self.activating.cancel()
+        await broker.stop()
+        self.channel.close()
+        return 0
+
+    async def _beat(self) -> None:
+        interval = self.config.broker_heartbeat_interval_ms / 1000
+        while True:
+            self.channel.send({"t": "hb"})
+            await asyncio.sleep(interval)
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                self._on(await self.channel.recv())
+        except ChannelClosed as exc:
+            log.warning("controller gone: stopping", node_id=self.config.node_id, reason=str(exc))
+            self.stop.set()
+
+    def _on(self, message: dict) -> None:
+        kind = message["t"]
+        broker = self.broker
+        if kind == "image":
+            self.view.apply(message)
+            if broker.standby is not None and self.activating is None:
+                mirror_topics(broker.cluster, self.view.topics)
+                broker.cluster.cluster_id = self.view.cluster_id
+        elif kind == "activate" and self.activating is None:
+            self.activating = asyncio.ensure_future(self._activate())
+        elif kind == "create" and self.view.serving:
+            asyncio.ensure_future(self._create(message))
+
+    async def _activate(self) -> None:
+        broker = self.broker
+        cluster = broker.cluster
+        cluster.forward_create = None
+        cluster.topics.clear()  # the image's topics: the data directory's replace them
+        cluster.by_id.clear()
+        await broker.activate()
+        cluster.on_saved = self._publish
+        self.view.activated = True
+        self._publish()
+        self.channel.send({"t": "active"})
+        log.info("active", node_id=self.config.node_id, topics=len(cluster.topics))
+
+    async def _create(self, message: dict) -> None:
+        """A topic a standby node was asked to auto-create (its Metadata said LEADER_NOT_AVAILABLE)."""
+        cluster = self.broker.cluster
+        name, partitions = message.get("name"), message.get("partitions")
+        if not isinstance(name, str) or not isinstance(partitions, int) or name in cluster.topics:
+            return
+        try:
+            await cluster.create_topic_async(name, partitions)
+        except TopicError as exc:
+            log.info("forwarded topic creation refused", topic=name, error=exc.code.name)
+
+
+def serve(config, sock) -> int:
+    """The body of a forked node process."""
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        runner = asyncio.run
+    try:
+        return runner(Node(config, sock).run())
+    except Exception:  # noqa: BLE001 - a node that cannot serve exits, and the controller sees it
+        log.exception("node failed", node_id=config.node_id)
+        return 1
+    finally:
+        sys.stdout.flush()

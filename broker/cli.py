@@ -106,8 +106,9 @@ def _parser(admin: bool = True) -> argparse.ArgumentParser:
 
         register_admin_commands(sub)  # topics, groups, health (broker/admin)
         register_certs(sub)  # certs (broker/security/certs.py)
+        sub.add_parser("cluster", help="control a cluster of `serve --nodes N` (nodes, stop-node, kill-node, start-node, move-leader)", add_help=False)
     else:
-        for name in (*ADMIN_COMMANDS, "certs"):
+        for name in (*ADMIN_COMMANDS, "certs", "cluster"):
             sub.add_parser(name)
     return p
 
@@ -182,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         _parser(admin=False).parse_args(words)  # `version --help`, or a word too many: argparse answers
         print(f"kafkalite {package_version()}")
         return 0
+    if words and words[0] == "cluster":
+        from .multinode.control import main as run_cluster_command
+
+        return run_cluster_command(words[1:])
     if words and words[0] == "certs":
         from .security.certs import run as run_certs
 

@@ -144,3 +144,27 @@ def kafkalite_secure_broker(request, tmp_path_factory):
     broker.start()
     yield broker
     broker.close()
+
+
+@pytest.fixture
+def kafkalite_cluster(request, tmp_path_factory):
+    """Start clusters of kafkalite processes: ``kafkalite_cluster(nodes=3, **settings)`` returns a
+    started ``broker.multinode.testing.ClusterProcess``, closed after the test.
+
+        def test_failover(kafkalite_cluster):
+            cluster = kafkalite_cluster(nodes=3)
+            cluster.kill_node(cluster.active)
+    """
+    from broker.multinode.testing import ClusterProcess
+
+    started = []
+
+    def start(nodes: int = 3, settings: dict | None = None, **more) -> ClusterProcess:
+        merged = {**_ini_settings(request.config), **(settings or {}), **more}
+        cluster = ClusterProcess(tmp_path_factory.mktemp("kafkalite-cluster") / "data", nodes=nodes, settings=merged)
+        started.append(cluster)
+        return cluster.start()
+
+    yield start
+    for cluster in started:
+        cluster.close()

@@ -52,3 +52,38 @@ def command(data_dir, op: str, node_id: int | None = None, *, timeout: float = 6
     if not answer.get("ok"):
         raise ControlError(answer.get("error") or f"{op} failed")
     return answer
+
+
+def main(argv: list[str]) -> int:
+    """``kafkalite cluster [--data-dir DIR] nodes|stop-node ID|kill-node ID|start-node ID|move-leader ID|elect-leaders``."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="kafkalite cluster", description="control a cluster started by `kafkalite serve --nodes N`")
+    p.add_argument("--data-dir", type=Path, default=Path(os.environ.get("KAFKALITE_DATA_DIR", "data")), help="the cluster's data directory (KAFKALITE_DATA_DIR, default ./data)")
+    p.add_argument("--json", action="store_true", help="print the controller's answer as JSON")
+    sub = p.add_subparsers(dest="op", required=True)
+    sub.add_parser("nodes", help="every node: id, address, pid, live, active")
+    for op, what in (("stop-node", "stop a node (a controlled shutdown: its work moves first)"), ("kill-node", "kill a node with SIGKILL"),
+                     ("start-node", "start a node that stopped or was killed"), ("move-leader", "make a node the leader of every partition and coordinator")):
+        sub.add_parser(op, help=what).add_argument("id", type=int)
+    sub.add_parser("elect-leaders", help="preferred leader election: the lowest live node leads again")
+    args = p.parse_args(argv)
+    try:
+        if args.op == "elect-leaders":
+            live = [n["id"] for n in command(args.data_dir, "nodes")["nodes"] if n["live"]]
+            if not live:
+                raise ControlError("no live node")
+            answer = command(args.data_dir, "move-leader", min(live))
+        else:
+            answer = command(args.data_dir, args.op, getattr(args, "id", None))
+    except ControlError as exc:
+        print(f"kafkalite cluster: {exc}", file=__import__("sys").stderr)
+        return 1
+    if args.json:
+        print(json.dumps(answer, indent=1))
+        return 0
+    print(f"{'NODE':<6}{'ADDRESS':<24}{'PID':<9}{'STATE':<9}ROLE")
+    for n in answer["nodes"]:
+        role = "active (leader, coordinators)" if n["active"] else ("standby" if n["live"] else "")
+        print(f"{n['id']:<6}{n['address'] or '-':<24}{n['pid'] or '-':<9}{'live' if n['live'] else 'down':<9}{role}")
+    return 0

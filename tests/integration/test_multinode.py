@@ -1,0 +1,329 @@
+"""A cluster of kafkalite processes (``serve --nodes 3``) with real clients, and real
+processes killed with SIGKILL (issue 26; docs/multinode.md).
+
+One node at a time (the active one) leads every partition and hosts every
+coordinator; the others answer with the leader's address. Each test starts its own
+cluster through the pytest plugin's ``kafkalite_cluster``.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import threading
+import time
+import uuid
+
+import pytest
+
+from tests.raw import RawClient
+from tests.wait import wait_until
+
+ck = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+NOT_LEADER_OR_FOLLOWER = 6
+NOT_COORDINATOR = 16
+NOT_CONTROLLER = 41
+
+
+def _create(bootstrap: str, name: str, partitions: int, rf: int = 3) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, rf)])[name].result(30)
+
+
+def _await_exit(pids: list[int], timeout: float = 30.0) -> list[int]:
+    """The pids still running after waiting for their exit (a pidfd each: no polling)."""
+    fds = {}
+    for pid in pids:
+        try:
+            fds[os.pidfd_open(pid)] = pid
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    try:
+        while fds and time.monotonic() < deadline:
+            ready, _, _ = select.select(list(fds), [], [], max(0.0, deadline - time.monotonic()))
+            for fd in ready:
+                fds.pop(fd)
+                os.close(fd)
+        return sorted(fds.values())
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+class Recorder:
+    """A producer's delivery reports: what was acknowledged, per partition in order."""
+
+    def __init__(self) -> None:
+        self.acked: list[tuple[int, int, bytes]] = []
+        self.errors: list[str] = []
+
+    def __call__(self, err, msg) -> None:
+        if err is None:
+            self.acked.append((msg.partition(), msg.offset(), msg.value()))
+        else:
+            self.errors.append(err.name())
+
+
+def _read_all(bootstrap: str, topic: str, count: int, *, group: str | None = None, isolation: str = "read_uncommitted") -> list:
+    consumer = ck.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": group or f"read-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest",
+        "enable.auto.commit": False, "isolation.level": isolation,
+    })
+    consumer.subscribe([topic])
+    got = []
+    try:
+        wait_until(lambda: _drain(consumer, got) >= count, timeout=60, what=f"{count} records of {topic}", describe=lambda: len(got))
+    finally:
+        consumer.close()
+    return got
+
+
+def _drain(consumer, got: list) -> int:
+    for msg in consumer.consume(500, timeout=0.2):
+        if msg.error() is None:
+            got.append((msg.partition(), msg.offset(), msg.value()))
+    return len(got)
+
+
+def test_three_nodes_each_describe_the_cluster_and_serve_clients_through_any_of_them(kafkalite_cluster):
+    cluster = kafkalite_cluster(nodes=3)
+    assert sorted(cluster.nodes) == [1, 2, 3]
+    assert len({address for address, _ in cluster.nodes.values()}) == 3
+    assert len({pid for _, pid in cluster.nodes.values()}) == 3
+    assert cluster.ready_address == cluster.address(1)
+    for node_id in (1, 2, 3):
+        md = AdminClient({"bootstrap.servers": cluster.address(node_id)}).list_topics(timeout=10)
+        assert sorted(md.brokers) == [1, 2, 3]
+        assert {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()} == {i: cluster.address(i) for i in (1, 2, 3)}
+        assert md.controller_id == 1
+    # a client that knows only node 3 creates, writes and reads a replicated topic
+    only3 = cluster.address(3)
+    _create(only3, "t", 2)
+    md = AdminClient({"bootstrap.servers": only3}).list_topics("t", timeout=10)
+    parts = md.topics["t"].partitions
+    assert [(p.leader, sorted(p.replicas), sorted(p.isrs)) for p in parts.values()] == [(1, [1, 2, 3], [1, 2, 3])] * 2
+    rec = Recorder()
+    producer = ck.Producer({"bootstrap.servers": only3, "acks": "all"})
+    for i in range(200):
+        producer.produce("t", value=b"%d" % i, partition=i % 2, on_delivery=rec)
+    assert producer.flush(30) == 0
+    assert rec.errors == [] and len(rec.acked) == 200
+    assert sorted(_read_all(only3, "t", 200)) == sorted(rec.acked)
+
+
+def test_a_standby_node_answers_with_the_leader(kafkalite_cluster):
+    cluster = kafkalite_cluster(nodes=2)
+    _create(cluster.address(1), "t", 1, rf=2)
+    wait_until(lambda: "t" in AdminClient({"bootstrap.servers": cluster.address(2)}).list_topics(timeout=10).topics, what="t on node 2")
+    raw = RawClient(cluster.address(2))
+    try:
+        produce = {"transactional_id": None, "acks": -1, "timeout": 5000,
+                   "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": None}]}]}
+        answer = raw.request(0, 11, produce)
+        part = answer.responses[0].partition_responses[0]
+        assert part.error_code == NOT_LEADER_OR_FOLLOWER
+        assert part.current_leader.leader_id == 1  # KIP-951: the client goes to node 1 without another Metadata
+        host, port = cluster.address(1).rsplit(":", 1)
+        assert [(e.node_id, e.host, e.port) for e in answer.node_endpoints] == [(1, host, int(port))]
+        find = raw.request(10, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+        assert [(c.error_code, c.node_id, c.port) for c in find.coordinators] == [(0, 1, int(port))]
+        heartbeat = raw.request(12, 4, {"group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": None})
+        assert heartbeat.error_code == NOT_COORDINATOR
+        create = raw.request(19, 7, {"topics": [{"name": "u", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+                                     "timeout": 5000, "validate_only": False})
+        assert create.topics[0].error_code == NOT_CONTROLLER
+    finally:
+        raw.close()
+
+
+def test_an_idempotent_producer_loses_nothing_when_the_leader_is_killed(kafkalite_cluster):
+    """Must-have 1: acks=all, idempotent, writing while the leader of its partitions gets SIGKILL."""
+    cluster = kafkalite_cluster(nodes=3)
+    _create(cluster.bootstrap_servers, "orders", 3)
+    rec = Recorder()
+    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True, "linger.ms": 2})
+    before = cluster.active
+    i = 0
+    while len(rec.acked) < 2000:
+        producer.produce("orders", key=b"%d" % (i % 11), value=b"%d" % i, on_delivery=rec)
+        i += 1
+        producer.poll(0)
+        if i % 500 == 0:
+            producer.poll(0.05)
+    cluster.kill_node(before)
+    after = wait_until(lambda: cluster.active if cluster.active not in (before, -1) else None, what="a new leader")
+    target = len(rec.acked) + 2000
+    while len(rec.acked) < target:
+        producer.produce("orders", key=b"%d" % (i % 11), value=b"%d" % i, on_delivery=rec)
+        i += 1
+        producer.poll(0)
+        if i % 500 == 0:
+            producer.poll(0.05)
+    assert producer.flush(60) == 0
+    assert rec.errors == []
+    assert after != before
+    got = _read_all(cluster.bootstrap_servers, "orders", len(rec.acked))
+    assert len(got) == len(set(got)) == len(rec.acked)  # every acknowledged record once
+    assert sorted(got) == sorted(rec.acked)
+    for p in range(3):  # in order per partition: offsets and values rise together
+        values = [int(v) for part, _, v in sorted(got) if part == p]
+        assert values == sorted(values)
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_group_carries_on_when_its_coordinator_is_killed(kafkalite_cluster, protocol):
+    """Must-have 2: no committed offset goes backwards, no partition owned by two members at once."""
+    cluster = kafkalite_cluster(nodes=3)
+    topic, group, partitions = "events", f"g-{protocol}", 4
+    _create(cluster.bootstrap_servers, topic, partitions)
+    stop = threading.Event()
+    owners: dict[int, str] = {}
+    overlaps: list[tuple] = []
+    lock = threading.Lock()
+    consumed: list[tuple[int, int]] = []
+
+    def member(name: str) -> None:
+        conf = {"bootstrap.servers": cluster.bootstrap_servers, "group.id": group, "auto.offset.reset": "earliest",
+                "enable.auto.commit": False, "group.protocol": protocol}
+        if protocol == "classic":
+            conf.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 500, "partition.assignment.strategy": "cooperative-sticky"})
+
+        def assigned(consumer, parts):
+            with lock:
+                for p in parts:
+                    if owners.get(p.partition) not in (None, name):
+                        overlaps.append((p.partition, owners[p.partition], name))
+                    owners[p.partition] = name
+
+        def revoked(consumer, parts):
+            with lock:
+                for p in parts:
+                    if owners.get(p.partition) == name:
+                        del owners[p.partition]
+
+        consumer = ck.Consumer(conf)
+        consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked, on_lost=revoked)
+        while not stop.is_set():
+            msg = consumer.poll(0.1)
+            if msg is None or msg.error() is not None:
+                continue
+            with lock:
+                consumed.append((msg.partition(), msg.offset()))
+            try:
+                consumer.commit(msg, asynchronous=False)
+            except ck.KafkaException:
+                pass  # retriable while the coordinator moves; the next commit carries the offset
+        consumer.close()
+
+    threads = [threading.Thread(target=member, args=(f"m{i}",)) for i in range(2)]
+    for t in threads:
+        t.start()
+    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True})
+    sampler = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group, "enable.auto.commit": False})
+    tps = [ck.TopicPartition(topic, p) for p in range(partitions)]
+    seen: dict[int, int] = {}
+    backwards: list[tuple] = []
+
+    def sample() -> None:
+        try:
+            committed = sampler.committed(tps, timeout=5)
+        except ck.KafkaException:
+            return  # the coordinator is moving
+        for tp in committed:
+            if tp.offset >= 0:
+                if tp.offset < seen.get(tp.partition, -1):
+                    backwards.append((tp.partition, seen[tp.partition], tp.offset))
+                seen[tp.partition] = max(tp.offset, seen.get(tp.partition, -1))
+
+    def produce(n: int) -> None:
+        for i in range(n):
+            producer.produce(topic, value=b"%d" % i, partition=i % partitions)
+        assert producer.flush(60) == 0
+
+    try:
+        produce(400)
+        wait_until(lambda: len(consumed) >= 200, timeout=60, what="the group consuming")
+        sample()
+        before = cluster.active
+        cluster.kill_node(before)
+        produce(400)
+        wait_until(lambda: (sample(), len({p for p, _ in consumed}) == partitions and sum(seen.values()) >= 800)[1], timeout=90,
+                   what="every record consumed and committed after the move", describe=lambda: (seen, len(consumed)))
+        assert cluster.active not in (before, -1)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+        sampler.close()
+    assert overlaps == []
+    assert backwards == []
+    assert sum(seen.values()) == 800  # every partition committed to its end: 200 records each
+
+
+def test_kill_9_of_the_controller_stops_the_nodes_and_a_restart_keeps_everything(kafkalite_cluster, tmp_path):
+    """Must-have 5: the nodes exit; the cluster started again on the directory has every record and commit."""
+    cluster = kafkalite_cluster(nodes=3)
+    _create(cluster.bootstrap_servers, "keep", 2)
+    rec = Recorder()
+    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True})
+    for i in range(300):
+        producer.produce("keep", value=b"%d" % i, partition=i % 2, on_delivery=rec)
+    assert producer.flush(30) == 0 and len(rec.acked) == 300
+    consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "keeper", "enable.auto.commit": False})
+    consumer.commit(offsets=[ck.TopicPartition("keep", 0, 150), ck.TopicPartition("keep", 1, 77)], asynchronous=False)
+    consumer.close()
+    pids = [pid for _, pid in cluster.nodes.values()]
+    cluster.kill()
+    assert _await_exit(pids) == []
+    from broker.multinode.testing import ClusterProcess
+
+    with ClusterProcess(cluster.data_dir, nodes=3) as again:
+        got = _read_all(again.bootstrap_servers, "keep", 300)
+        assert sorted(got) == sorted(rec.acked)
+        reader = ck.Consumer({"bootstrap.servers": again.bootstrap_servers, "group.id": "keeper"})
+        committed = reader.committed([ck.TopicPartition("keep", 0), ck.TopicPartition("keep", 1)], timeout=30)
+        reader.close()
+        assert [tp.offset for tp in committed] == [150, 77]
+
+
+def test_stop_start_and_move_leader(kafkalite_cluster):
+    """Controlled shutdown, a restart, and a move of the leadership, with a producer writing throughout:
+    it sees no error (retriable ones are retried inside the client)."""
+    cluster = kafkalite_cluster(nodes=3)
+    _create(cluster.bootstrap_servers, "moves", 2)
+    rec = Recorder()
+    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True, "linger.ms": 2})
+    stop = threading.Event()
+
+    def write() -> None:
+        i = 0
+        while not stop.is_set():
+            producer.produce("moves", value=b"%d" % i, on_delivery=rec)
+            i += 1
+            producer.poll(0.002)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        wait_until(lambda: len(rec.acked) > 200, what="writes")
+        answer = cluster.stop_node(1)
+        assert [n["live"] for n in answer["nodes"]] == [False, True, True]
+        assert wait_until(lambda: cluster.active in (2, 3) and cluster.active) in (2, 3)
+        mark = len(rec.acked)
+        wait_until(lambda: len(rec.acked) > mark + 200, what="writes after the stop")
+        cluster.start_node(1)
+        assert [n["live"] for n in cluster.describe()["nodes"]] == [True, True, True]
+        moved = cluster.move_leader("moves", 0, 1)
+        assert moved["active"] == 1
+        mark = len(rec.acked)
+        wait_until(lambda: len(rec.acked) > mark + 200, what="writes after the move")
+    finally:
+        stop.set()
+        writer.join(30)
+    assert producer.flush(60) == 0
+    assert rec.errors == []
+    got = _read_all(cluster.bootstrap_servers, "moves", len(rec.acked))
+    assert sorted(got) == sorted(rec.acked)

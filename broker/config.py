@@ -282,7 +282,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("log_message_timestamp_type", "topic", "default message.timestamp.type", "log.message.timestamp.type", topic="message.timestamp.type"),
     _s("message_max_bytes", "topic", "default max.message.bytes", "message.max.bytes", topic="max.message.bytes"),
     _s("compression_type", "topic", "default compression.type (accepted, reported, not enforced)", "compression.type", topic="compression.type"),
-    _s("min_insync_replicas", "topic", "default min.insync.replicas (accepted, reported, not enforced)", "min.insync.replicas", topic="min.insync.replicas"),
+    _s("min_insync_replicas", "topic", "default min.insync.replicas (enforced against the live nodes of a cluster: docs/multinode.md; one broker is its own ISR)", "min.insync.replicas", topic="min.insync.replicas"),
     # -- replication: accepted, so that a Kafka configuration starts; a single node keeps one copy
     _s("default_replication_factor", "copies", "replicas of topics created without a replication factor (one copy is kept)", "default.replication.factor", minimum=1, maximum=32767),
     _s("offsets_topic_replication_factor", "copies", "replicas of __consumer_offsets (one copy is kept)", "offsets.topic.replication.factor", minimum=1, maximum=32767),

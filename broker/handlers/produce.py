@@ -7,7 +7,9 @@ offsets assigned by the log. Only batches bound for a compacted topic have
 their records looked at, and only for their keys.
 
 - acks must be -1, 0 or 1 (INVALID_REQUIRED_ACKS otherwise); with one broker
-  the leader is the whole ISR, so -1 and 1 behave alike. acks=0 sends no
+  the leader is the whole ISR, so -1 and 1 behave alike. In a cluster
+  (broker/multinode/) the ISR is the live nodes, and acks=-1 with fewer of
+  them than the topic's ``min.insync.replicas`` is NOT_ENOUGH_REPLICAS. acks=0 sends no
   response.
 - Produce never creates topics, as in Kafka.
 - A batch with a bad CRC, bad magic or torn length: CORRUPT_MESSAGE.
@@ -161,6 +163,13 @@ def _denied_all(req, by_id: bool, code: ErrorCode) -> dict:
     }
 
 
+def _min_isr(topic) -> int:
+    try:
+        return int(topic.config.extra.get("min.insync.replicas", "1"))
+    except ValueError:
+        return 1
+
+
 async def handle(ctx, req):
     cluster = ctx.cluster
     acks = req.acks
@@ -171,6 +180,9 @@ async def handle(ctx, req):
         txn = getattr(req, "transactional_id", None)
         if _transactional(req) and (txn is None or not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn)):
             return None if acks == 0 else _denied_all(req, by_id, ErrorCode.transactional_id_authorization_failed)
+    view = ctx.broker.view
+    # a cluster (broker/multinode/): acks=all needs min.insync.replicas live nodes, as Kafka's ISR check
+    isr = len(view.live_ids()) if view is not None and acks == -1 else None
     responses = []
     for td in req.topic_data or ():
         topic_id = td.topic_id if by_id else None
@@ -184,6 +196,9 @@ async def handle(ctx, req):
                 parts.append(_error(pd.index, ErrorCode.topic_authorization_failed))
             elif topic is None:
                 parts.append(_error(pd.index, missing))
+            elif isr is not None and isr < _min_isr(topic):
+                parts.append(_error(pd.index, ErrorCode.not_enough_replicas, f"The size of the current ISR {isr} is insufficient to satisfy "
+                                    f"the min.isr requirement of {_min_isr(topic)} for partition {name}-{pd.index}"))
             else:
                 parts.append(produce_partition(ctx, topic, pd.index, pd.records, getattr(req, "transactional_id", None)))
         responses.append({"name": name, "topic_id": topic_id or _ZERO_ID, "partition_responses": parts})

@@ -356,9 +356,7 @@ class Controller:
                 await self.stop_node(node, signal.SIGTERM)
             elif op == "start-node":
                 await self.start_node(node)
-                if self.active == node or self.active_ready is None:
-                    pass
-                await asyncio.wait_for(self.active_ready.wait(), 30)
+                await asyncio.wait_for(self.active_ready.wait(), 30)  # and some node serves (it may be this one)
             elif op == "move-leader":
                 await self.move_leader(node)
             elif op != "nodes":

@@ -327,3 +327,122 @@ def test_stop_start_and_move_leader(kafkalite_cluster):
     assert rec.errors == []
     got = _read_all(cluster.bootstrap_servers, "moves", len(rec.acked))
     assert sorted(got) == sorted(rec.acked)
+
+
+def test_transactions_commit_exactly_once_across_a_coordinator_kill(kafkalite_cluster):
+    """Must-have 3: batches written in transactions while the transaction coordinator's node is
+    killed; a read_committed consumer sees every committed batch once and nothing else."""
+    cluster = kafkalite_cluster(nodes=3)
+    _create(cluster.bootstrap_servers, "out", 3)
+    conf = {"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "tx-move", "transaction.timeout.ms": 20000}
+    producer = ck.Producer(conf)
+    producer.init_transactions(30)
+    committed: list[int] = []
+    before = None
+    batch = 0
+    while batch < 30:
+        if batch == 10 and before is None:
+            before = cluster.active
+            cluster.kill_node(before)
+        try:
+            producer.begin_transaction()
+            for i in range(20):
+                producer.produce("out", value=b"%d-%d" % (batch, i), partition=i % 3)
+            producer.commit_transaction(30)
+            committed.append(batch)
+            batch += 1
+        except ck.KafkaException as exc:
+            err = exc.args[0]
+            if err.txn_requires_abort():
+                producer.abort_transaction(30)
+            elif err.fatal():
+                producer = ck.Producer(conf)
+                producer.init_transactions(30)
+            elif not err.retriable():
+                raise
+    assert cluster.active not in (before, -1)
+    got = _read_all(cluster.bootstrap_servers, "out", 600, isolation="read_committed")
+    values = [v for _, _, v in got]
+    assert len(values) == len(set(values)) == 600
+    assert sorted(values) == sorted(b"%d-%d" % (b, i) for b in committed for i in range(20))
+
+
+def test_a_hung_node_is_fenced_when_its_lease_expires(kafkalite_cluster):
+    """A node that stops heartbeating (SIGSTOP) holds its lease only ``broker.session.timeout.ms``:
+    the controller kills it, and another node leads."""
+    import signal
+
+    cluster = kafkalite_cluster(nodes=2, settings={"broker.session.timeout.ms": 1000, "broker.heartbeat.interval.ms": 100})
+    _create(cluster.bootstrap_servers, "h", 1, rf=2)
+    pid = cluster.pid(1)
+    os.kill(pid, signal.SIGSTOP)
+    assert _await_exit([pid]) == []  # the controller killed it (a stopped process dies on SIGKILL)
+    wait_until(lambda: cluster.active == 2, what="node 2 active")
+    rec = Recorder()
+    producer = ck.Producer({"bootstrap.servers": cluster.address(2), "acks": "all"})
+    producer.produce("h", value=b"after", on_delivery=rec)
+    assert producer.flush(30) == 0 and rec.errors == [] and len(rec.acked) == 1
+
+
+def test_the_java_producer_loses_nothing_when_the_leader_is_killed(kafkalite_cluster):
+    """Must-have 1 with Kafka's Java client (acks=all and idempotent by default)."""
+    from tests import java_harness
+
+    ok, reason = java_harness.available()
+    if not ok:
+        pytest.skip(reason)
+    cluster = kafkalite_cluster(nodes=3)
+    _create(cluster.bootstrap_servers, "jorders", 3)
+    count = 60_000
+    java = java_harness.JavaClient("produce", cluster.bootstrap_servers, "--topic", "jorders", "--count", str(count), "--partitions", "3", name="java-producer")
+    watcher = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "watch"})
+    try:
+        def written() -> int:
+            try:
+                return sum(watcher.get_watermark_offsets(ck.TopicPartition("jorders", p), timeout=5)[1] for p in range(3))
+            except ck.KafkaException:
+                return 0
+        wait_until(lambda: written() > 5000, timeout=120, what="the Java producer writing", describe=java.describe)
+        before = cluster.active
+        at_kill = written()
+        cluster.kill_node(before)
+        java.wait_for("done", "done", timeout=180)
+        assert at_kill < count  # killed while the producer was still writing
+    finally:
+        watcher.close()
+        java.close()
+    produced = java.of("produced")
+    assert len(produced) == count
+    assert len({(e["partition"], e["offset"]) for e in produced}) == count
+    got = _read_all(cluster.bootstrap_servers, "jorders", count)
+    assert len(got) == len(set(got)) == count
+    for p in range(3):  # the values of each partition in the order sent
+        values = [int(v.split(b"-")[1]) for part, _, v in sorted(got) if part == p]
+        assert values == sorted(values) == list(range(p, count, 3))
+
+
+def test_acks_all_under_min_insync_replicas_and_the_isr_shrinking_and_growing(kafkalite_cluster):
+    cluster = kafkalite_cluster(nodes=2)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("safe", 1, 2, config={"min.insync.replicas": "2"})])["safe"].result(30)
+
+    def isr() -> list[int]:
+        md = AdminClient({"bootstrap.servers": cluster.address(1)}).list_topics("safe", timeout=10)
+        return sorted(md.topics["safe"].partitions[0].isrs)
+
+    def send(acks: str) -> list[str]:
+        rec = Recorder()
+        producer = ck.Producer({"bootstrap.servers": cluster.address(1), "acks": acks, "retries": 0, "enable.idempotence": False})
+        producer.produce("safe", value=acks.encode(), on_delivery=rec)
+        producer.flush(30)
+        return rec.errors or ["ok"]
+
+    assert isr() == [1, 2]
+    assert send("all") == ["ok"]
+    cluster.kill_node(2)
+    assert wait_until(lambda: isr() == [1] and isr()) == [1]
+    assert send("all") == ["NOT_ENOUGH_REPLICAS"]
+    assert send("1") == ["ok"]  # acks=1 needs only the leader
+    cluster.start_node(2)
+    assert wait_until(lambda: isr() == [1, 2] and isr()) == [1, 2]
+    assert send("all") == ["ok"]

@@ -100,6 +100,7 @@ class Controller:
         self.preferred: int | None = None
         self.epoch = self._read_epoch()
         self.topics: dict = {}
+        self.configs: dict = {}
         self.cluster_id = ""
         self.stopping = False
         self.starting = True  # no choice of the active node before every node said hello
@@ -181,7 +182,7 @@ class Controller:
 
     def image(self) -> dict:
         return {
-            "t": "image", "epoch": self.epoch, "active": self.active, "cluster_id": self.cluster_id, "topics": self.topics,
+            "t": "image", "epoch": self.epoch, "active": self.active, "cluster_id": self.cluster_id, "topics": self.topics, "configs": self.configs,
             "nodes": {str(s.node_id): {"live": s.live, "advertised": s.advertised or {}} for s in self.slots.values() if s.advertised is not None},
         }
 
@@ -253,6 +254,7 @@ class Controller:
             log.info("active node serving", node_id=slot.node_id, epoch=self.epoch)
         elif kind == "topics" and slot.node_id == self.active:
             self.topics = dict(message["topics"])
+            self.configs = dict(message.get("configs") or {})
             self.cluster_id = str(message.get("cluster_id") or "")
             self.broadcast()
         elif kind == "create":

@@ -19,6 +19,8 @@ import signal
 import sys
 import uuid
 
+from storage.config import LogConfig
+
 from ..cluster import Partition, Topic, TopicError
 from ..logs import get_logger
 from .channel import Channel, ChannelClosed
@@ -32,12 +34,21 @@ def topics_of(cluster) -> dict:
     return {t.name: {"id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.overrides} for t in cluster.topics.values()}
 
 
-def mirror_topics(cluster, topics: dict) -> None:
-    """A standby node's Metadata lists the image's topics: topics without logs."""
+def mirror_topics(cluster, topics: dict, configs: dict | None = None) -> None:
+    """A standby node's Metadata and DescribeConfigs answer from the image: topics without logs,
+    their configs, and the group and dynamic broker configs."""
+    configs = configs or {}
+    cluster.group_configs = dict(configs.get("group_configs") or {})
+    cluster.broker_configs = dict(configs.get("broker_configs") or {})
     cluster.topics.clear()
     cluster.by_id.clear()
     for name, spec in topics.items():
-        topic = Topic(name, uuid.UUID(spec["id"]), dict(spec.get("configs") or {}), cluster.defaults, [])
+        overrides = dict(spec.get("configs") or {})
+        try:
+            config = LogConfig.from_kafka(overrides, cluster.defaults)
+        except ValueError:
+            config = cluster.defaults
+        topic = Topic(name, uuid.UUID(spec["id"]), overrides, config, [])
         topic.partitions = [Partition(name, i, None) for i in range(int(spec["partitions"]))]
         cluster.topics[name] = topic
         cluster.by_id[topic.topic_id] = topic
@@ -59,6 +70,11 @@ class Node:
         self.channel: Channel | None = None
         self.stop = asyncio.Event()
         self.activating: asyncio.Task | None = None
+        # metadata propagation: the active node's publications are numbered; the controller says
+        # when every live node has applied one (``synced``), and admin answers wait for that
+        self.published = 0
+        self.synced = 0
+        self.synced_changed = asyncio.Event()
 
     def _forward_create(self, name: str, partitions: int) -> None:
         if self.channel is not None:
@@ -67,7 +83,9 @@ class Node:
     def _publish(self) -> None:
         cluster = self.broker.cluster
         if self.channel is not None:
-            self.channel.send({"t": "topics", "cluster_id": cluster.cluster_id, "topics": topics_of(cluster)})
+            self.published += 1
+            self.channel.send({"t": "topics", "seq": self.published, "cluster_id": cluster.cluster_id, "topics": topics_of(cluster),
+                               "configs": {"group_configs": cluster.group_configs, "broker_configs": cluster.broker_configs}})
 
     async def run(self) -> int:
         broker = self.broker
@@ -109,11 +127,17 @@ class Node:
         broker = self.broker
         if kind == "image":
             self.view.apply(message)
+            if "seq" in message:
+                self.channel.send({"t": "applied", "seq": message["seq"]})
             if broker.standby is not None and self.activating is None:
-                mirror_topics(broker.cluster, self.view.topics)
+                mirror_topics(broker.cluster, self.view.topics, self.view.configs)
                 broker.cluster.cluster_id = self.view.cluster_id
         elif kind == "activate" and self.activating is None:
             self.activating = asyncio.ensure_future(self._activate())
+        elif kind == "synced":
+            self.synced = max(self.synced, int(message["seq"]))
+            self.synced_changed.set()
+            self.synced_changed = asyncio.Event()
         elif kind == "create" and self.view.serving:
             asyncio.ensure_future(self._create(message))
 
@@ -125,10 +149,26 @@ class Node:
         cluster.by_id.clear()
         await broker.activate()
         cluster.on_saved = self._publish
+        broker.metadata_barrier = self.propagated
         self.view.activated = True
         self._publish()
         self.channel.send({"t": "active"})
         log.info("active", node_id=self.config.node_id, topics=len(cluster.topics))
+
+    async def propagated(self, timeout: float = 5.0) -> bool:
+        """Wait until every live node has applied what this node last published (an admin change
+        answered after it, so the client sees it at once on any node); False after ``timeout``."""
+        want = self.published
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.synced < want:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self.synced_changed.wait(), left)
+            except asyncio.TimeoutError:
+                return False
+        return True
 
     async def _create(self, message: dict) -> None:
         """A topic a standby node was asked to auto-create (its Metadata said LEADER_NOT_AVAILABLE)."""

@@ -2,6 +2,7 @@
 still loading the data directory after being made active).
 
 Requests that need no data pass to their handlers: ApiVersions, the SASL exchange,
+DescribeConfigs (the topic, group and broker configs of the image),
 Metadata (from the image's topics; an unknown topic to auto-create is forwarded to the
 active node and answered LEADER_NOT_AVAILABLE meanwhile, as Kafka answers a topic being
 created), FindCoordinator and DescribeCluster (both name the active node). The others:
@@ -11,7 +12,8 @@ created), FindCoordinator and DescribeCluster (both name the active node). The o
   has them, so the client goes to the leader without another Metadata round;
 - group and transaction requests: NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS on the
   node being activated); ListGroups and ListTransactions answer an empty list, as a Kafka
-  broker that coordinates nothing;
+  broker that coordinates nothing; DescribeLogDirs the shared directory without
+  partitions (the leader lists them);
 - an idempotent producer's InitProducerId is answered here, with an id of this node's
   own range (``standby_producer_id``);
 - everything else (admin requests): NOT_CONTROLLER, on which clients look up the
@@ -25,10 +27,11 @@ import time
 from protocol.errors import ErrorCode
 
 PASS = object()  # "let the handler answer"
-PASS_THROUGH = frozenset({3, 10, 17, 18, 36, 60})  # Metadata, FindCoordinator, SASL, ApiVersions, DescribeCluster
+# Metadata, FindCoordinator, SASL, ApiVersions, DescribeConfigs (the image's configs), DescribeCluster
+PASS_THROUGH = frozenset({3, 10, 17, 18, 32, 36, 60})
 PARTITION_APIS = frozenset({0, 1, 2, 21, 23, 61, 78, 79})
 COORDINATOR_APIS = frozenset({8, 9, 11, 12, 13, 14, 15, 22, 24, 25, 26, 28, 42, 47, 65, 68, 69, 76, 77, 83, 84, 85, 86, 87, 90, 91, 92})
-LIST_GROUPS, LIST_TRANSACTIONS, INIT_PRODUCER_ID, PRODUCE, FETCH = 16, 66, 22, 0, 1
+LIST_GROUPS, LIST_TRANSACTIONS, INIT_PRODUCER_ID, PRODUCE, FETCH, DESCRIBE_LOG_DIRS = 16, 66, 22, 0, 1, 35
 
 # producer ids handed out by a standby node: above every id of the active node's blocks
 # (meta.json), this node's id in bits 47-53 and the time in ms since 2026-01-01 times 256
@@ -73,6 +76,12 @@ class Standby:
             return body
         if key == LIST_GROUPS:
             return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": []}
+        if key == DESCRIBE_LOG_DIRS:  # the shared directory, whose partitions the leader reports
+            import os
+
+            log_dir = os.path.abspath(self.broker.config.data_dir)
+            return {"throttle_time": 0, "error_code": ErrorCode.none,
+                    "results": [{"error_code": ErrorCode.none, "log_dir": log_dir, "topics": [], "total_bytes": -1, "usable_bytes": -1}]}
         if key == LIST_TRANSACTIONS:
             return {"throttle_time": 0, "error_code": ErrorCode.none, "unknown_state_filters": [], "transaction_states": []}
         if key == INIT_PRODUCER_ID and event.body.transactional_id is None and ctx.broker.authorizer is None:

@@ -20,6 +20,7 @@ class ClusterView:
     epoch: int = 0
     nodes: dict[int, dict] = field(default_factory=dict)  # id -> {"live": bool, "advertised": {listener: [host, port]}}
     topics: dict[str, dict] = field(default_factory=dict)  # name -> {"id", "partitions", "configs"}
+    configs: dict = field(default_factory=dict)  # {"group_configs": ..., "broker_configs": ...} of meta.json
     cluster_id: str = ""
     activated: bool = False  # this node has loaded the data directory and serves as the active node
 
@@ -29,6 +30,8 @@ class ClusterView:
         self.nodes = {int(k): v for k, v in image.get("nodes", {}).items()}
         if "topics" in image:
             self.topics = image["topics"]
+        if "configs" in image:
+            self.configs = image["configs"]
         self.cluster_id = image.get("cluster_id", self.cluster_id)
 
     @property

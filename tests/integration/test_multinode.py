@@ -446,3 +446,26 @@ def test_acks_all_under_min_insync_replicas_and_the_isr_shrinking_and_growing(ka
     cluster.start_node(2)
     assert wait_until(lambda: isr() == [1, 2] and isr()) == [1, 2]
     assert send("all") == ["ok"]
+
+
+def test_admin_changes_are_seen_at_once_on_every_node(kafkalite_cluster):
+    """Created, altered and deleted through any node: answered once every node has applied it."""
+    from confluent_kafka.admin import ConfigResource
+
+    cluster = kafkalite_cluster(nodes=3)
+    admins = {i: AdminClient({"bootstrap.servers": cluster.address(i)}) for i in (1, 2, 3)}
+    admins[2].create_topics([NewTopic("seen", 2, 3, config={"retention.ms": "12345"})])["seen"].result(30)
+    for i in (1, 2, 3):  # no wait: the answer came after every node had the topic
+        assert len(admins[i].list_topics("seen", timeout=10).topics["seen"].partitions) == 2
+        described = admins[i].describe_configs([ConfigResource("topic", "seen")])
+        configs = next(iter(described.values())).result(30)
+        assert configs["retention.ms"].value == "12345"
+    admins[3].delete_topics(["seen"])["seen"].result(30)
+    for i in (1, 2, 3):
+        assert "seen" not in admins[i].list_topics(timeout=10).topics
+    # a producer that knows only a standby node auto-creates a topic through it
+    rec = Recorder()
+    producer = ck.Producer({"bootstrap.servers": cluster.address(3), "acks": "all"})
+    producer.produce("auto-made", value=b"x", on_delivery=rec)
+    assert producer.flush(30) == 0
+    assert rec.errors == [] and len(rec.acked) == 1

@@ -5,6 +5,10 @@ failed" and closes the client's connection): ``stop()`` and ``kill()`` scan
 the broker's stderr and raise ``broker.testing.HandlerFailed`` when it logged
 one, so the test that provoked it fails. ``fail_on_handler_errors=False``
 turns this off, for a test that provokes such a bug on purpose.
+
+With ``--nodes N`` among the arguments the child is a cluster's controller,
+which prints ``NODE <id> <host>:<port> <pid>`` for every node before its
+READY line (node 1's address): ``node_ports`` and ``node_pids`` hold them.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ class BrokerProcess:
         self.fail_on_handler_errors = fail_on_handler_errors
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
+        self.node_ports: dict[int, int] = {}  # a cluster's nodes (their NODE lines): id -> port
+        self.node_pids: dict[int, int] = {}  # and id -> pid
         self.stderr_lines: list[str] = []
         self._stderr_changed = threading.Condition()
         self._stderr_reader: threading.Thread | None = None
@@ -59,15 +65,30 @@ class BrokerProcess:
         self._stderr_reader = threading.Thread(target=self._drain_stderr, args=(self.proc,), daemon=True)
         self._stderr_reader.start()
         line_box: list[str] = []
-        reader = threading.Thread(target=lambda: line_box.append(self.proc.stdout.readline()), daemon=True)
+        nodes: dict[int, tuple[int, int]] = {}
+        reader = threading.Thread(target=self._read_ready, args=(self.proc, line_box, nodes), daemon=True)
         reader.start()
         reader.join(timeout)
         line = line_box[0] if line_box else ""
+        self.node_ports = {i: port for i, (port, _) in nodes.items()}
+        self.node_pids = {i: pid for i, (_, pid) in nodes.items()}
         if not line.startswith("READY "):
             self._kill()
             raise RuntimeError(f"broker did not become ready: {line!r}\n" + "".join(self.stderr_lines[-40:]))
         self.port = int(line.strip().rsplit(":", 1)[1])
         return self
+
+    @staticmethod
+    def _read_ready(proc, line_box: list[str], nodes: dict[int, tuple[int, int]]) -> None:
+        """The first stdout line that is not a cluster's ``NODE`` line into ``line_box``; the NODE lines into ``nodes``."""
+        while True:
+            line = proc.stdout.readline()
+            words = line.split()
+            if len(words) == 4 and words[0] == "NODE" and words[1].isdigit() and words[3].isdigit():
+                nodes[int(words[1])] = (int(words[2].rsplit(":", 1)[1]), int(words[3]))
+                continue
+            line_box.append(line)
+            return
 
     def _drain_stderr(self, proc) -> None:
         for line in proc.stderr:
@@ -106,10 +127,22 @@ class BrokerProcess:
     def _kill(self) -> bool:
         if self.proc is None:
             return False
+        self._kill_nodes()
         self.proc.kill()
         self.proc.wait()
         self.proc = None
         return True
+
+    def _kill_nodes(self) -> None:
+        """A cluster's node processes, SIGKILLed too (still the controller's children: no pid reused)."""
+        for pid in self.node_pids.values():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    stat = f.read()
+                if int(stat[stat.rindex(")") + 2 :].split()[1]) == self.proc.pid:
+                    os.kill(pid, signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
 
     def handler_failures(self) -> list[str]:
         """The "handler failed" log entries (each with its traceback) not yet reported."""

@@ -86,6 +86,7 @@ class Slot:
     advertised: dict | None = None
     last_beat: float = 0.0
     activated: bool = False
+    applied: int = 0  # the last publication of the active node it has applied
     gone: asyncio.Event | None = None  # set once its channel has closed
     hello: asyncio.Event | None = None
 
@@ -101,6 +102,7 @@ class Controller:
         self.epoch = self._read_epoch()
         self.topics: dict = {}
         self.configs: dict = {}
+        self.seq = 0  # the active node's last publication
         self.cluster_id = ""
         self.stopping = False
         self.starting = True  # no choice of the active node before every node said hello
@@ -182,7 +184,7 @@ class Controller:
 
     def image(self) -> dict:
         return {
-            "t": "image", "epoch": self.epoch, "active": self.active, "cluster_id": self.cluster_id, "topics": self.topics, "configs": self.configs,
+            "t": "image", "epoch": self.epoch, "active": self.active, "cluster_id": self.cluster_id, "topics": self.topics, "configs": self.configs, "seq": self.seq,
             "nodes": {str(s.node_id): {"live": s.live, "advertised": s.advertised or {}} for s in self.slots.values() if s.advertised is not None},
         }
 
@@ -215,7 +217,7 @@ class Controller:
         if self.active_ready is not None:
             self.active_ready.clear()
         log.info("active node chosen", node_id=pick.node_id, epoch=self.epoch)
-        pick.channel.send({"t": "activate", "epoch": self.epoch})
+        pick.channel.send({"t": "activate", "epoch": self.epoch, "seq": self.seq})  # its publications number on from here
         self.broadcast()
 
     # ------------------------------------------------------------------ channels
@@ -256,11 +258,24 @@ class Controller:
             self.topics = dict(message["topics"])
             self.configs = dict(message.get("configs") or {})
             self.cluster_id = str(message.get("cluster_id") or "")
+            self.seq = int(message.get("seq", 0))
             self.broadcast()
+        elif kind == "applied":
+            slot.applied = int(message["seq"])
+            self._synced()
         elif kind == "create":
             active = self.slots.get(self.active)
             if active is not None and active.live and active is not slot:
                 active.channel.send({"t": "create", "name": message.get("name"), "partitions": message.get("partitions")})
+
+    def _synced(self) -> None:
+        """Tell the active node how far every live node has applied its publications."""
+        active = self.slots.get(self.active)
+        if active is None or not active.live or active.channel is None:
+            return
+        live = [s.applied for s in self.slots.values() if s.live]
+        if live:
+            active.channel.send({"t": "synced", "seq": min(live)})
 
     def _gone(self, slot: Slot) -> None:
         was_live = slot.live
@@ -277,6 +292,7 @@ class Controller:
             return
         if was_live:
             self.broadcast()
+            self._synced()  # a node gone is no longer waited for
         self.elect()
         if slot.node_id in self.restart_after_move or self.config.restart_nodes:
             self.restart_after_move.discard(slot.node_id)

@@ -133,6 +133,7 @@ class Node:
                 mirror_topics(broker.cluster, self.view.topics, self.view.configs)
                 broker.cluster.cluster_id = self.view.cluster_id
         elif kind == "activate" and self.activating is None:
+            self.published = max(self.published, int(message.get("seq", 0)))
             self.activating = asyncio.ensure_future(self._activate())
         elif kind == "synced":
             self.synced = max(self.synced, int(message["seq"]))

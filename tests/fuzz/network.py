@@ -70,6 +70,18 @@ Findings:
   broker prints (``broker_errors``: asyncio's "Task exception was never
   retrieved" and the like), which count as failures.
 
+A cluster (``Fuzzer(target_node=N)``, ``--target-node N``): the broker child
+is ``serve --nodes 3`` and the fuzz connections, the fresh client and the
+bystander go to node N. Node 1 is the active node (it serves the data); a
+standby node answers most requests with NOT_LEADER_OR_FOLLOWER,
+NOT_COORDINATOR or NOT_CONTROLLER. With a standby target the bystander's
+Produce and Fetch, and the Fetch of shapes.py's topic, go over a second
+long-lived connection, to node 1, and the bystander on the target must get a
+Produce answered NOT_LEADER_OR_FOLLOWER with node 1 as the leader and a
+Metadata answer naming node 1 the leader of its topic and listing every node.
+The death of any node (its pid, from its NODE line) is a crash. No
+diagnostics snapshot on a hang: the nodes do not handle SIGUSR1.
+
 Corpus files: ``KLFZ1\\n``, then per stream ``>I`` frame count and per frame
 ``>I`` length and the frame bytes (its own size prefix included).
 """
@@ -82,6 +94,7 @@ import contextlib
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import socket
@@ -132,6 +145,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _SIZE = struct.Struct(">i")
 PRODUCE, FETCH, METADATA, JOIN_GROUP, SYNC_GROUP, API_VERSIONS, CREATE_TOPICS = 0, 1, 3, 11, 14, 18, 19
+CLUSTER_NODES, ACTIVE_NODE, NOT_LEADER_OR_FOLLOWER = 3, 1, 6  # a cluster run: serve --nodes 3; node 1 serves the data
 
 
 # ============================================================== seeds
@@ -936,7 +950,9 @@ class Fuzzer:
         minimize: int = 3,
         broker_args: tuple[str, ...] = BROKER_ARGS,
         log=None,
+        target_node: int | None = None,
     ) -> None:
+        """``target_node``: fuzz node ``target_node`` of a ``serve --nodes 3`` cluster (None: a single broker)."""
         self.frames_limit = frames
         self.concurrency = max(1, connections)
         self.seconds = seconds
@@ -945,6 +961,10 @@ class Fuzzer:
         self.rng = random.Random(self.seed)
         self.corpus_dir = Path(corpus_dir)
         self.minimize_left = minimize
+        self.target_node = target_node
+        self.standby = target_node is not None and target_node != ACTIVE_NODE  # the target does not serve the data
+        if target_node is not None:
+            broker_args = (*broker_args, "--nodes", str(CLUSTER_NODES))
         self.broker_args = broker_args
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.report = Report()
@@ -952,6 +972,7 @@ class Fuzzer:
         self.broker: BrokerProcess | None = None
         self.stderr_seen = 0
         self.bystander: AsyncClient | None = None
+        self.leader: AsyncClient | None = None  # a standby target's second long-lived connection, to the active node
         self.bystander_topic = f"bystander-{uuid.uuid4().hex[:8]}"
         self.bystander_offset = -1
         self.shapes_id: uuid.UUID | None = None  # tests/fuzz/shapes.py's topic, once made
@@ -993,13 +1014,45 @@ class Fuzzer:
 
         threading.Thread(target=watch, daemon=True).start()
         b.exited = exited
+        b.nodes_gone = []  # a cluster: the ids of its nodes whose process has exited
+
+        def watch_node(node_id: int, pid: int) -> None:
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:
+                fd = None  # gone already
+            if fd is not None:
+                try:
+                    select.select([fd], [], [])  # readable once the process has exited
+                finally:
+                    os.close(fd)
+            b.nodes_gone.append(node_id)
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(exited.set)
+
+        for node_id, pid in getattr(b, "node_pids", {}).items():
+            threading.Thread(target=watch_node, args=(node_id, pid), daemon=True).start()
         return b
+
+    def port_of(self, b: BrokerProcess) -> int:
+        """The port the fuzz connections, the fresh client and the bystander use: the target node's."""
+        return b.port if self.target_node is None else b.node_ports[self.target_node]
+
+    @staticmethod
+    def _cpu_of(b: BrokerProcess) -> float:
+        return _proc_cpu_s(b.proc.pid) + sum(_proc_cpu_s(pid) for pid in getattr(b, "node_pids", {}).values())
+
+    def _data_client(self) -> AsyncClient | None:
+        """The connection that makes and checks the data: the bystander, or on a standby target the one to node 1."""
+        return self.leader if self.standby else self.bystander
 
     async def _ensure_bystander(self) -> None:
         if self.bystander is not None:
             return
-        self.bystander = await AsyncClient.connect(self.broker.port)
-        resp = await self.bystander.request(CREATE_TOPICS, 7, {
+        self.bystander = await AsyncClient.connect(self.port_of(self.broker))
+        if self.standby:
+            self.leader = await AsyncClient.connect(self.broker.port)  # READY's address: node 1's
+        resp = await self._data_client().request(CREATE_TOPICS, 7, {
             "topics": [{"name": self.bystander_topic, "num_partitions": 1, "replication_factor": 1}],
             "timeout": 10_000,
         })
@@ -1012,7 +1065,7 @@ class Fuzzer:
         if self.shapes_id is not None:
             return
         await self._ensure_bystander()
-        client = self.bystander
+        client = self._data_client()
         resp = await client.request(CREATE_TOPICS, 7, {
             "topics": [{"name": shapes.TOPIC, "num_partitions": len(shapes.LAYOUT), "replication_factor": 1}],
             "timeout": 10_000,
@@ -1055,9 +1108,9 @@ class Fuzzer:
         n = self.report.batches
         version, name = lo + n % (hi - lo + 1), shapes.NAMES[n % len(shapes.NAMES)]
         try:
-            if self.bystander is None:
+            if self._data_client() is None:
                 return "no bystander connection"
-            resp = await self.bystander.request(FETCH, version, shapes.fetch_body(self.shapes_id, name))
+            resp = await self._data_client().request(FETCH, version, shapes.fetch_body(self.shapes_id, name))
             problem = shapes.check_answer(resp, name, self.shapes_batches)
         except Exception as exc:  # noqa: BLE001 - every failure is a finding
             await self._drop_bystander()
@@ -1071,16 +1124,20 @@ class Fuzzer:
         if self.bystander is not None:
             await self.bystander.close()
             self.bystander = None
+        if self.leader is not None:
+            await self.leader.close()
+            self.leader = None
 
     # -- checks ---------------------------------------------------------
     async def bystander_round_trip(self, tag: str) -> str | None:
         """Produce one record and fetch it back on the long-lived connection; None when all is well."""
         value = f"bystander-{tag}-{uuid.uuid4().hex}".encode()
+        client = self._data_client()
         try:
-            if self.bystander is None:
+            if client is None:
                 return "no bystander connection"
             batch = build_batch([Record(0, int(time.time() * 1000), b"b", value)])
-            resp = await self.bystander.request(PRODUCE, 9, {
+            resp = await client.request(PRODUCE, 9, {
                 "acks": -1, "timeout": 10_000,
                 "topic_data": [{"name": self.bystander_topic, "partition_data": [{"index": 0, "records": batch}]}],
             })
@@ -1088,7 +1145,7 @@ class Fuzzer:
             if int(part.error_code) != 0:
                 return f"produce error {int(part.error_code)}"
             offset = part.base_offset
-            resp = await self.bystander.request(FETCH, 12, {
+            resp = await client.request(FETCH, 12, {
                 "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
                 "session_id": 0, "session_epoch": -1,
                 "topics": [{"topic": self.bystander_topic, "partitions": [

@@ -132,11 +132,12 @@ def coordinator_move(root: Path, members: int, protocol: str) -> dict:
         os.kill(cluster.pid(killed), signal.SIGKILL)
         for partition in range(members):  # one record a partition: each member must consume again
             producer.produce("m", value=b"x", partition=partition)
-        assert producer.flush(60) == 0, "the records were not all written"
+        producer.poll(0)
         time.sleep(0.05)  # let the kill land before asking (a describe answered by the dying node would read as settled)
         while not stable(admin):
             time.sleep(0.02)
         moved_ms = (time.perf_counter() - t0) * 1000
+        assert producer.flush(60) == 0, "the records were not all written"
         while len(seen) < members and time.perf_counter() - t0 < 120:
             time.sleep(0.01)
         consuming_ms = (time.perf_counter() - t0) * 1000

@@ -37,6 +37,7 @@ from typing import Any
 
 from protocol.codec import build, drop_unknown, response_class
 from protocol.errors import ErrorCode
+from protocol.fast import Partial
 
 from .handlers import HANDLERS
 
@@ -150,10 +151,10 @@ def error_response(event, error, message: str | None = None):
     if event.api_key == 0 and getattr(event.body, "acks", 1) == 0:
         return NO_RESPONSE
     cls = response_class(event.api_key, event.api_version)
-    body = drop_unknown(cls, _mirror(event.body, _MIRROR.get(event.api_key, []), code, message), _GENERIC)
+    body = Partial(drop_unknown(cls, _mirror(event.body, _MIRROR.get(event.api_key, []), code, message), _GENERIC))
     # build now, so a bad spec shows up as a fault error rather than a broker bug
     build(cls, body)
-    return body
+    return body  # encoded by the generic encoder, which fills in the fields left out
 
 
 # ============================================================== rules

@@ -145,6 +145,14 @@ def sync_group(version: int, correlation_id: int, body: dict) -> bytes:
     return _frame(correlation_id, flexible, bytes(out))
 
 
+class Partial(dict):
+    """An answer holding only some of its fields (an error answer made for any API, such as
+    ``broker.faults.error_response``'s): never given to a fast encoder, which reads every field,
+    but to the generic one, which fills in the defaults."""
+
+    __slots__ = ()
+
+
 ENCODERS: dict[tuple[int, int], Callable[[int, int, dict], bytes]] = {}
 for _v in range(0, 10):
     ENCODERS[(11, _v)] = join_group

@@ -140,7 +140,7 @@ class Controller:
     def _in_child(self, ours: socket.socket, parent: int) -> None:
         asyncio.events._set_running_loop(None)  # a restart is forked from inside the controller's loop
         signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGUSR1):
             signal.signal(sig, signal.SIG_DFL)
         ours.close()
         os.close(self.lock_fd)
@@ -395,6 +395,7 @@ class Controller:
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGUSR1, self._dump_nodes)
         self.active_ready = asyncio.Event()
         try:
             self.control_server = await asyncio.start_unix_server(self._control, control_address(self.data_dir), limit=MAX_COMMAND + 1)
@@ -411,6 +412,12 @@ class Controller:
         leases.cancel()
         await self.shutdown()
         return 0
+
+    def _dump_nodes(self) -> None:
+        """SIGUSR1: every node dumps its state to stderr, as a single broker does."""
+        for slot in self.slots.values():
+            if slot.live:
+                self._kill(slot, signal.SIGUSR1)
 
     async def _ready(self, hellos, t0: float) -> None:
         try:

@@ -93,6 +93,9 @@ class Node:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop.set)
+        from .. import diagnostics
+
+        loop.add_signal_handler(signal.SIGUSR1, diagnostics.dump, broker)  # as a single broker: state to stderr
         self.channel = await Channel.open(self.sock)
         self.channel.send({
             "t": "hello", "id": self.config.node_id, "pid": os.getpid(),

@@ -11,7 +11,7 @@ import time
 from protocol.codec import build, drop_unknown, response_class
 from protocol.connection import Request, ServerConnection, UnsupportedVersion
 from protocol.errors import ErrorCode
-from protocol.fast import ENCODERS as FAST_ENCODERS
+from protocol.fast import ENCODERS as FAST_ENCODERS, Partial
 
 from ..handlers import HANDLERS, RequestContext
 from .common import _answer_size, _ConnectionLog
@@ -108,7 +108,7 @@ class Dispatch:
         """The framed answer: ``bytes``, or a list of buffers to write in order (a fast
         encoder's answer holding record bytes it did not copy: see ``protocol/fast.py``)."""
         fast = FAST_ENCODERS.get((event.api_key, event.api_version))
-        if fast is not None:
+        if fast is not None and type(body) is not Partial:
             return fast(event.api_version, event.correlation_id, body)
         cls = response_class(event.api_key, event.api_version)
         return ServerConnection.encode_response(event.api_key, event.api_version, event.correlation_id, build(cls, body))

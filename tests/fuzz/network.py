@@ -79,8 +79,8 @@ Produce and Fetch, and the Fetch of shapes.py's topic, go over a second
 long-lived connection, to node 1, and the bystander on the target must get a
 Produce answered NOT_LEADER_OR_FOLLOWER with node 1 as the leader and a
 Metadata answer naming node 1 the leader of its topic and listing every node.
-The death of any node (its pid, from its NODE line) is a crash. No
-diagnostics snapshot on a hang: the nodes do not handle SIGUSR1.
+The death of any node (its pid, from its NODE line) is a crash. A hang's
+diagnostics snapshot (SIGUSR1 to the controller) comes from every node.
 
 Corpus files: ``KLFZ1\\n``, then per stream ``>I`` frame count and per frame
 ``>I`` length and the frame bytes (its own size prefix included).
@@ -1163,10 +1163,38 @@ class Fuzzer:
             await self._drop_bystander()
             return f"{type(exc).__name__}: {exc}"
 
+    async def standby_round_trip(self) -> str | None:
+        """On a standby target: the bystander's Produce is refused, naming the active node; its
+        Metadata names that node the leader and lists every node. None when all is well."""
+        try:
+            if self.bystander is None:
+                return "no bystander connection"
+            batch = build_batch([Record(0, int(time.time() * 1000), b"b", b"to-a-standby")])
+            resp = await self.bystander.request(PRODUCE, 10, {
+                "acks": -1, "timeout": 10_000,
+                "topic_data": [{"name": self.bystander_topic, "partition_data": [{"index": 0, "records": batch}]}],
+            })
+            part = resp.responses[0].partition_responses[0]
+            if int(part.error_code) != NOT_LEADER_OR_FOLLOWER:
+                return f"standby produce: error {int(part.error_code)}, expected NOT_LEADER_OR_FOLLOWER"
+            if part.current_leader.leader_id != ACTIVE_NODE:
+                return f"standby produce: current_leader {part.current_leader.leader_id}, expected {ACTIVE_NODE}"
+            resp = await self.bystander.request(METADATA, 12, {"topics": [{"name": self.bystander_topic}], "allow_auto_topic_creation": False})
+            topic = resp.topics[0]
+            if int(topic.error_code) != 0 or not topic.partitions or topic.partitions[0].leader_id != ACTIVE_NODE:
+                leader = topic.partitions[0].leader_id if topic.partitions else None
+                return f"standby metadata: topic error {int(topic.error_code)}, leader {leader}"
+            if sorted(b.node_id for b in resp.brokers) != list(range(1, CLUSTER_NODES + 1)):
+                return f"standby metadata: brokers {sorted(b.node_id for b in resp.brokers)}"
+            return None
+        except Exception as exc:  # noqa: BLE001 - every failure is a finding
+            await self._drop_bystander()
+            return f"{type(exc).__name__}: {exc}"
+
     async def fresh_client(self) -> str | None:
         client = None
         try:
-            client = await AsyncClient.connect(self.broker.port)
+            client = await AsyncClient.connect(self.port_of(self.broker))
             resp = await client.request(API_VERSIONS, 3, {"client_software_name": "fuzz-check", "client_software_version": "1"})
             if int(resp.error_code) != 0:
                 return f"ApiVersions error {int(resp.error_code)}"
@@ -1238,13 +1266,13 @@ class Fuzzer:
             async def one(frames):
                 async with sem:
                     if not b.exited.is_set():
-                        await run_stream(b.port, frames, plan_stream(frames), rng, bound=2.0)
+                        await run_stream(self.port_of(b), frames, plan_stream(frames), rng, bound=2.0)
 
             await asyncio.gather(*(one(f) for f in streams))
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(2.0):
                     await b.exited.wait()
-            return b.exited.is_set() or not await answers_api_versions(b.port)  # wedged counts too
+            return b.exited.is_set() or not await answers_api_versions(self.port_of(b))  # wedged counts too
         finally:
             await asyncio.to_thread(b.kill)
             shutil.rmtree(data_dir, ignore_errors=True)
@@ -1275,6 +1303,8 @@ class Fuzzer:
         rc = b.proc.poll() if b and b.proc else None
         path = next_corpus_path(self.corpus_dir)
         info = {"kind": kind, "returncode": rc, "batch": self.report.batches, "streams": len(streams), "stderr_tail": tail[-6000:]}
+        if self.target_node is not None:
+            info["target_node"], info["nodes_gone"] = self.target_node, sorted(getattr(b, "nodes_gone", ()))
         write_corpus(path, streams, info)
         self.report.corpus_files.append(str(path))
         self.log(f"{kind} (rc={rc}) after {len(streams)} streams; saved {path}")
@@ -1282,7 +1312,7 @@ class Fuzzer:
             self._scan_stderr({})
         await self._drop_bystander()
         if b is not None:
-            self.broker_cpu += _proc_cpu_s(b.proc.pid) if b.proc else 0.0
+            self.broker_cpu += self._cpu_of(b) if b.proc else 0.0
             await asyncio.to_thread(b.kill)
         if self.minimize_left > 0:
             self.minimize_left -= 1
@@ -1299,7 +1329,7 @@ class Fuzzer:
                 self.report.corpus_files.append(str(small))
             path.with_suffix(".json").write_text(json.dumps(info, indent=2) + "\n")
         self.report.crashes.append({**info, "corpus": str(path)})
-        port = b.port if b else None
+        port = b.port if b and self.target_node is None else None  # a cluster: new ports (--port P puts node i on P + i - 1)
         self.broker = await self._launch(None, port)
         self.stderr_seen = 0
         await self._ensure_bystander()
@@ -1309,7 +1339,7 @@ class Fuzzer:
     def _diagnose_hang(self, local_port: int | None) -> None:
         """Ask the broker for a diagnostics snapshot (SIGUSR1) while the hung connection is open: the first few only."""
         if self.diagnosed >= 3 or self.broker.exited.is_set():
-            return
+            return  # (a cluster's controller passes SIGUSR1 on to every node)
         self.diagnosed += 1
         self.log(f"hung connection from local port {local_port}: asking the broker for diagnostics (SIGUSR1)")
         with contextlib.suppress(OSError):
@@ -1317,7 +1347,7 @@ class Fuzzer:
 
     async def _one(self, frames: list[bytes], plan: Plan, rng: random.Random, conn: dict) -> None:
         broker = self.broker
-        outcome = await run_stream(broker.port, frames, plan, rng, info=conn, on_hang=self._diagnose_hang)
+        outcome = await run_stream(self.port_of(broker), frames, plan, rng, info=conn, on_hang=self._diagnose_hang)
         conn["done"] = True
         if "port" in conn:
             self.ports[conn["port"]] = conn  # for the stderr scan: the broker logs the peer's port
@@ -1357,6 +1387,8 @@ class Fuzzer:
         problem = await self.bystander_round_trip(str(self.report.batches))
         if problem is None:
             problem = await self.shapes_round_trip()
+        if problem is None and self.standby:
+            problem = await self.standby_round_trip()
         fresh = await self.fresh_client()
         if self.broker.exited.is_set():
             await self._on_crash("crash", window)
@@ -1460,7 +1492,7 @@ class Fuzzer:
             await self._drop_bystander()
             if self.broker is not None and self.broker.proc is not None:
                 self._scan_stderr(ports)
-                self.broker_cpu += _proc_cpu_s(self.broker.proc.pid)
+                self.broker_cpu += self._cpu_of(self.broker)
                 with contextlib.suppress(Exception):
                     await asyncio.to_thread(self.broker.stop)
                 reader = getattr(self.broker, "_stderr_reader", None)
@@ -1476,7 +1508,7 @@ class Fuzzer:
         return self.report.summary(seconds, {
             "seed": self.seed, "concurrency": self.concurrency, "batch_frames": self.batch_frames,
             "hang_bound_s": HANG_BOUND, "seeds": len(self.generator.seeds), "seeds_source": self.seeds_source,
-            "broker_args": list(self.broker_args),
+            "broker_args": list(self.broker_args), "target_node": self.target_node,
             "stopped_by": "frames" if self.report.frames_sent >= self.frames_limit else "seconds",
             "loadavg_start": load_start, "loadavg_end": _loadavg(),
             "broker_cpu_s": round(self.broker_cpu, 1), "fuzzer_cpu_s": round(time.process_time() - cpu0, 1),
@@ -1604,6 +1636,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="write the report here")
     ap.add_argument("--corpus-dir", type=Path, default=CORPUS_DIR)
     ap.add_argument("--minimize", type=int, default=3, help="crashes to shrink to one frame (each takes a few broker restarts)")
+    ap.add_argument("--target-node", type=int, default=None, help=f"fuzz this node of a serve --nodes {CLUSTER_NODES} cluster")
     ap.add_argument("--replay", type=Path, nargs="+", default=None, help="replay corpus files instead of fuzzing")
     args = ap.parse_args(argv)
     if args.replay:
@@ -1611,7 +1644,7 @@ def main(argv: list[str] | None = None) -> int:
         ok = not any(result[k] for k in ("crashes", "hangs", "handler_failures", "broker_errors", "fresh_client_failures"))
     else:
         fz = Fuzzer(frames=args.frames, connections=args.connections, seconds=args.seconds, batch=args.batch,
-                    seed=args.seed, corpus_dir=args.corpus_dir, minimize=args.minimize)
+                    seed=args.seed, corpus_dir=args.corpus_dir, minimize=args.minimize, target_node=args.target_node)
         result = run_async(fz.run())
         ok = not any(result[k] for k in ("crashes", "hangs", "bystander_failures", "handler_failures", "broker_errors"))
     text = json.dumps(result, indent=2, default=str)

@@ -158,3 +158,28 @@ def test_the_channel_refuses_oversized_and_malformed_frames():
     asyncio.run(run())
     with pytest.raises(ValueError):
         channel.encode({"t": "x", "pad": "x" * channel.MAX_FRAME})
+
+
+def test_error_answers_to_apis_with_fast_encoders_are_encoded_whole():
+    """The fuzzer found it on a standby node: a NOT_COORDINATOR answer to JoinGroup or
+    ConsumerGroupHeartbeat (a ``Partial`` answer, as every fault-injected one) went to the
+    fast encoder, which reads every field, and the connection was closed."""
+    from broker.net.dispatch import Dispatch
+
+    gate = Standby(None, _view())
+    requests = [
+        _event(11, v, {"group_id": "g", "session_timeout": 10000, "rebalance_timeout": 10000, "member_id": "", "group_instance_id": None,
+                       "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}], "reason": None})
+        for v in range(0, 10)
+    ] + [
+        _event(68, v, {"group_id": "g", "member_id": "m", "member_epoch": 0, "instance_id": None, "rack_id": None, "rebalance_timeout": 1000,
+                       "subscribed_topic_names": ["t"], "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []})
+        for v in (0, 1)
+    ] + [_event(12, 4, {"group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": None})]
+    for event in requests:
+        body = gate.answer(_ctx(), event)
+        frame = Dispatch._encode(None, event, body)
+        cls = response_class(event.api_key, event.api_version)
+        header, pos = decode(cls.__header_schema__, frame[4:], 0)
+        answer, _ = decode(cls, frame[4:], pos)
+        assert header.correlation_id == 7 and answer.error_code in (ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress)

@@ -33,6 +33,7 @@ import os
 import re
 import signal
 import socket
+import struct
 import sys
 import time
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from .control import MAX_COMMAND, control_address
 log = get_logger("controller")
 
 STATE_FILE = "cluster.json"
+CONTROL_READ_S = 10.0  # a control connection sends its command within this, or is answered and closed
 LOCK_FILE = ".controller.lock"
 _PR_SET_PDEATHSIG = 1
 _PORT = re.compile(r":(\d+)$")
@@ -72,6 +74,15 @@ def node_config(config, node_id: int):
         advertised_listeners=[endpoint(x) for x in config.advertised_listeners] if config.advertised_listeners else config.advertised_listeners,
         metrics_port=port(config.metrics_port) if config.metrics_port is not None else None,
     )
+
+
+def _peer_uid(sock) -> int:
+    """The uid of the process at the other end of a Unix socket (SO_PEERCRED), -1 if unknown."""
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return -1
+    return struct.unpack("3i", creds)[1]
 
 
 @dataclass(eq=False)
@@ -360,7 +371,10 @@ class Controller:
 
     async def _control(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            line = await reader.readline()
+            uid = _peer_uid(writer.get_extra_info("socket"))
+            if uid not in (os.getuid(), 0):  # an abstract socket has no file permissions: the peer's uid is checked
+                raise PermissionError(f"uid {uid} may not control this cluster (uid {os.getuid()} and root may)")
+            line = await asyncio.wait_for(reader.readline(), CONTROL_READ_S)
             if len(line) > MAX_COMMAND:
                 raise ValueError("command too long")
             command = json.loads(line)
@@ -380,7 +394,7 @@ class Controller:
             elif op != "nodes":
                 raise ValueError(f"unknown command {op!r}")
             answer = {"ok": True, **self.describe()}
-        except (ValueError, TypeError, AttributeError, asyncio.TimeoutError) as exc:
+        except (ValueError, TypeError, AttributeError, PermissionError, asyncio.TimeoutError) as exc:
             answer = {"ok": False, "error": str(exc) or type(exc).__name__}
         try:
             writer.write(json.dumps(answer).encode() + b"\n")

@@ -490,3 +490,37 @@ def test_admin_changes_are_seen_at_once_on_every_node(kafkalite_cluster):
     producer.produce("auto-made", value=b"x", on_delivery=rec)
     assert producer.flush(30) == 0
     assert rec.errors == [] and len(rec.acked) == 1
+
+
+def test_the_control_socket_refuses_other_users(kafkalite_cluster):
+    """An abstract Unix socket has no file permissions: the controller checks the caller's uid."""
+    import json
+    import socket
+
+    from broker.multinode.control import control_address
+
+    if os.getuid() != 0:
+        pytest.skip("needs root to run a client as another user")
+    cluster = kafkalite_cluster(nodes=2)
+    address = control_address(cluster.data_dir)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the other user: only system calls here, then _exit
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(30)
+                sock.connect(address)
+                sock.sendall(b'{"op": "kill-node", "id": 1}\n')
+                os.write(write_end, sock.recv(4096))
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    answer = b""
+    while chunk := os.read(read_end, 4096):
+        answer += chunk
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    assert json.loads(answer) == {"ok": False, "error": f"uid 65534 may not control this cluster (uid {os.getuid()} and root may)"}
+    assert [n["live"] for n in cluster.describe()["nodes"]] == [True, True]  # nothing was killed

@@ -41,6 +41,7 @@ import pytest
 from confluent_kafka import Producer
 
 from bench.txn import read_all
+from broker.coordinator import placement
 from tests import java_harness, reference_kafka
 from tests.broker_process import BrokerProcess
 from tests.raw import RawClient
@@ -135,20 +136,21 @@ def progress_since(app: java_harness.JavaClient, start: int, records: int, timeo
                         timeout=timeout, start=start)
 
 
-def held_back(bootstrap: str, topic: str, partitions: int) -> dict:
+def held_back(bootstrap: str, topic: str, partitions: int | list[int]) -> dict:
     """What holds a read_committed reader of ``topic`` back: per partition, its last stable offset
     against its end, and the producers with a transaction open on it (where it began); and the
     transaction coordinator's view of every transaction it knows. A partition whose LSO sits at
     the start of a transaction that no coordinator has open any more is a hanging transaction."""
+    partitions = list(range(partitions)) if isinstance(partitions, int) else partitions
     raw = RawClient(bootstrap)
     try:
         ends = {}
         for isolation in (0, 1):
             r = raw.request(2, 7, {"replica_id": -1, "isolation_level": isolation, "topics": [
-                {"name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": -1, "timestamp": -1} for p in range(partitions)]}]})
+                {"name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": -1, "timestamp": -1} for p in partitions]}]})
             for p in r.topics[0].partitions:
                 ends.setdefault(p.partition_index, []).append(p.offset)
-        r = raw.request(61, 0, {"topics": [{"name": topic, "partition_indexes": list(range(partitions))}]})
+        r = raw.request(61, 0, {"topics": [{"name": topic, "partition_indexes": partitions}]})
         open_txns = {p.partition_index: [(x.producer_id, x.producer_epoch, x.current_txn_start_offset)
                                          for x in p.active_producers if x.current_txn_start_offset >= 0]
                      for p in r.topics[0].partitions}
@@ -161,6 +163,23 @@ def held_back(bootstrap: str, topic: str, partitions: int) -> dict:
         return {"diagnosis failed": repr(e)}
     finally:
         raw.sock.close()
+
+
+def after_a_kill(broker, app_id: str, wait, *args):
+    """``wait(*args)``, a wait for progress after a kill. On the reference Kafka, a time-out is an
+    expected failure with the diagnosis of what held the app back: its group's committed offsets
+    (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT while a transaction that
+    committed offsets is open on the group's ``__consumer_offsets`` partition) and the output.
+    Seen once in CI (2026-12-07): Kafka 4.4's new app, after the broker's and the old app's kill -9,
+    timed out for 120 s fetching its committed offsets. On kafkalite a time-out fails the test."""
+    try:
+        return wait(*args)
+    except AssertionError as e:
+        if broker.kind != "kafka" or "timed out" not in str(e):
+            raise
+        offsets = placement.partition_for(app_id)
+        pytest.xfail(f"the reference Kafka made no progress after a kill: {str(e).splitlines()[0]}; "
+                     f"__consumer_offsets-{offsets}: {held_back(broker.bootstrap, '__consumer_offsets', [offsets])}")
 
 
 def test_word_count_is_exactly_once_across_broker_and_app_kill_9(own_broker, tmp_path):
@@ -188,13 +207,13 @@ def test_word_count_is_exactly_once_across_broker_and_app_kill_9(own_broker, tmp
                    what="records written while the broker is down")
         broker.start()
         mark = len(app.events)
-        progress_since(app, mark, RECORDS // 6)  # it is processing again, through the same broker
+        after_a_kill(broker, app_id, progress_since, app, mark, RECORDS // 6)  # processing again, same broker
 
         # 2. the app's JVM dies; a new one, on the same state directory, takes over
         app.kill()
         app = start_app(bootstrap, inp, out, app_id, state_dir, "streams-2")
         apps.append(app)
-        progress_since(app, 0, RECORDS // 10)
+        after_a_kill(broker, app_id, progress_since, app, 0, RECORDS // 10)
 
         wait_until(lambda: not producer.is_alive(), timeout=RECORDS / RATE + WAIT_S, what="the producer to finish")
         assert producer.unflushed == 0 and not producer.errors, (producer.unflushed, producer.errors[:5])

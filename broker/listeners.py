@@ -103,6 +103,11 @@ def advertised_for(ctx) -> tuple[str, int]:
     return ctx.broker.advertised
 
 
+def listener_name(ctx) -> str | None:
+    """The name of the listener the client of ``ctx`` connected to (None: the broker's only one)."""
+    return getattr(getattr(ctx.conn, "listener", None), "name", None)
+
+
 def _fmt_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 

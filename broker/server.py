@@ -110,7 +110,7 @@ class Broker(Admission):
         # serve the data, the gate its requests pass (broker/multinode/standby.py); None on a single node
         self.view = None
         self.standby = None
-        self.metadata_barrier = None  # on the active node: await it to have every node apply a change
+        self.metadata_barrier = None  # on the active node, its Node: answers wait until every node applied a change
         if config.metrics_port is not None:
             from .metrics import Metrics
 

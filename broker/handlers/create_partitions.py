@@ -49,6 +49,4 @@ async def handle(ctx, req):
                 results.append({"name": t.name, "error_code": exc.code, "error_message": exc.message})
                 continue
             results.append({"name": t.name, "error_code": ErrorCode.none, "error_message": None})
-    if ctx.broker.metadata_barrier is not None:  # a cluster: answered once every node has applied it
-        await ctx.broker.metadata_barrier()
     return {"throttle_time": 0, "results": results}

@@ -133,6 +133,4 @@ async def _create(ctx, req, topics):
                 for e in topic_config_entries(ctx, topic.overrides, topic.config)
             ],
         }
-    if ctx.broker.metadata_barrier is not None:  # a cluster: answered once every node has applied it
-        await ctx.broker.metadata_barrier()
     return {"throttle_time": 0, "topics": results}

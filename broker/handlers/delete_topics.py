@@ -48,6 +48,4 @@ async def handle(ctx, req):
             responses.append({"name": topic.name, "topic_id": topic.topic_id, "error_code": exc.code, "error_message": exc.message})
             continue
         responses.append({"name": topic.name, "topic_id": topic.topic_id, "error_code": ErrorCode.none, "error_message": None})
-    if ctx.broker.metadata_barrier is not None:  # a cluster: answered once every node has applied it
-        await ctx.broker.metadata_barrier()
     return {"throttle_time": 0, "responses": responses}

@@ -5,7 +5,7 @@ The broker is described by the advertised address of the client's listener.
 
 from protocol.errors import ErrorCode
 
-from ..listeners import advertised_for
+from ..listeners import advertised_for, listener_name
 
 from ..security.authorizer import Operation, ResourceType
 from . import UNKNOWN_OPERATIONS
@@ -34,7 +34,7 @@ async def handle(ctx, req):
     view = ctx.broker.view
     brokers = [{"broker_id": node, "host": host, "port": port, "rack": None, "is_fenced": False}]
     if view is not None:  # a node of a cluster: every live node, the active one as the controller
-        listener = getattr(getattr(ctx.conn, "listener", None), "name", None)
+        listener = listener_name(ctx)
         brokers = [{"broker_id": i, "host": h, "port": p, "rack": None, "is_fenced": False} for i, h, p in view.brokers(listener, (host, port))]
         node = view.leader()
     return {

@@ -11,7 +11,7 @@ share-partition key ``groupId:topicId:partition`` (INVALID_REQUEST if not).
 
 from protocol.errors import ErrorCode
 
-from ..listeners import advertised_for
+from ..listeners import advertised_for, listener_name
 from ..security.authorizer import Operation, ResourceType
 
 API_KEY = 10
@@ -27,7 +27,7 @@ def _elsewhere(ctx, key: str):
     if view is None or view.serving:
         return None
     leader = view.leader()
-    listener = getattr(getattr(ctx.conn, "listener", None), "name", None)
+    listener = listener_name(ctx)
     address = view.endpoint(leader, listener, advertised_for(ctx)) if leader >= 0 and leader != view.node_id else None
     if address is None:
         return {"key": key, "error_code": ErrorCode.coordinator_not_available, "error_message": None, "node_id": -1, "host": "", "port": -1}

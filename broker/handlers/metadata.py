@@ -24,7 +24,7 @@ import uuid
 from protocol.errors import ErrorCode
 
 from ..cluster import LEADER_EPOCH, TopicError, validate_topic_name
-from ..listeners import advertised_for
+from ..listeners import advertised_for, listener_name
 from ..security.authorizer import Operation, ResourceType
 from . import UNKNOWN_OPERATIONS
 
@@ -40,7 +40,7 @@ def _layout(ctx, host: str, port: int) -> tuple:
     view = ctx.broker.view
     if view is None:  # the one broker
         return [{"node_id": node, "host": host, "port": port, "rack": None}], node, (node, [node], [node], [])
-    listener = getattr(getattr(ctx.conn, "listener", None), "name", None)
+    listener = listener_name(ctx)
     brokers = [{"node_id": i, "host": h, "port": p, "rack": None} for i, h, p in view.brokers(listener, (host, port))]
     leader = view.leader()
     return brokers, leader, (leader, view.replica_ids(), view.live_ids(), view.offline_ids())

@@ -394,7 +394,7 @@ class Controller:
             elif op != "nodes":
                 raise ValueError(f"unknown command {op!r}")
             answer = {"ok": True, **self.describe()}
-        except (ValueError, TypeError, AttributeError, PermissionError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, ValueError, TypeError, AttributeError, PermissionError) as exc:
             answer = {"ok": False, "error": str(exc) or type(exc).__name__}
         try:
             writer.write(json.dumps(answer).encode() + b"\n")
@@ -439,7 +439,7 @@ class Controller:
             self.starting = False
             self.elect()
             await asyncio.wait_for(self.active_ready.wait(), 120)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.error("the cluster did not start", nodes=self.describe()["nodes"])
             os.kill(os.getpid(), signal.SIGTERM)
             return
@@ -458,7 +458,7 @@ class Controller:
                 self._kill(slot, signal.SIGTERM)
                 try:
                     await asyncio.wait_for(slot.gone.wait(), 30)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     self._kill(slot)
         if self.control_server is not None:
             self.control_server.close()

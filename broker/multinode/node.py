@@ -153,7 +153,7 @@ class Node:
         cluster.by_id.clear()
         await broker.activate()
         cluster.on_saved = self._publish
-        broker.metadata_barrier = self.propagated
+        broker.metadata_barrier = self  # .published and .propagated(): see broker/net/dispatch.py
         self.view.activated = True
         self._publish()
         self.channel.send({"t": "active"})
@@ -170,7 +170,7 @@ class Node:
                 return False
             try:
                 await asyncio.wait_for(self.synced_changed.wait(), left)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return False
         return True
 

@@ -96,7 +96,7 @@ class Standby:
         version = event.api_version
         if not ((event.api_key == PRODUCE and version >= 10) or (event.api_key == FETCH and version >= 12)):
             return
-        from ..listeners import advertised_for
+        from ..listeners import advertised_for, listener_name
 
         view = self.view
         leader = view.leader()
@@ -105,7 +105,7 @@ class Standby:
             for part in topic.get(inner, ()):
                 part["current_leader"] = {"leader_id": leader, "leader_epoch": 0}
         if leader >= 0 and (event.api_key == PRODUCE or version >= 16):
-            listener = getattr(getattr(ctx.conn, "listener", None), "name", None)
+            listener = listener_name(ctx)
             address = view.endpoint(leader, listener, advertised_for(ctx))
             if address is not None:
                 body["node_endpoints"] = [{"node_id": leader, "host": address[0], "port": address[1], "rack": None}]

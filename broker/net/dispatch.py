@@ -68,7 +68,7 @@ class Dispatch:
         assert isinstance(event, Request)
         ctx.request = event
         try:
-            body = await HANDLERS[event.api_key].handle(ctx, event.body)
+            body = await self._handle(event)
             if body is None:  # e.g. Produce with acks=0
                 return None
             return self._encode(event, body)
@@ -77,6 +77,20 @@ class Dispatch:
         except Exception as exc:  # a handler bug must not take the broker down
             self._handler_failed(event, exc)
             return None
+
+    async def _handle(self, event: Request):
+        """The handler's answer. On the active node of a cluster, a request that changed the
+        cluster's metadata (topics, configs: anything ``Cluster`` saved and published) is answered
+        only once every live node has applied the change, so the client sees it at once on any
+        node (``broker.multinode.node.Node.propagated``)."""
+        barrier = self.broker.metadata_barrier
+        if barrier is None:
+            return await HANDLERS[event.api_key].handle(self.ctx, event.body)
+        before = barrier.published
+        body = await HANDLERS[event.api_key].handle(self.ctx, event.body)
+        if barrier.published != before:
+            await barrier.propagated()
+        return body
 
     def _storage_failed(self, event: Request, exc: OSError) -> bytes | list | None:
         """A handler's write failed on the disk (ENOSPC, EIO): KAFKA_STORAGE_ERROR in every error
@@ -149,7 +163,7 @@ class Dispatch:
             body = plan.response
         if body is None:
             try:
-                body = await HANDLERS[event.api_key].handle(self.ctx, event.body)
+                body = await self._handle(event)
             except OSError as exc:
                 return self._storage_failed(event, exc)
             except Exception as exc:  # a handler bug must not take the broker down

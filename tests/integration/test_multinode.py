@@ -481,6 +481,14 @@ def test_admin_changes_are_seen_at_once_on_every_node(kafkalite_cluster):
         described = admins[i].describe_configs([ConfigResource("topic", "seen")])
         configs = next(iter(described.values())).result(30)
         assert configs["retention.ms"].value == "12345"
+    # an incremental AlterConfigs through the active node: seen at once on the standby nodes too
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    change = ConfigResource("topic", "seen", incremental_configs=[ConfigEntry("retention.ms", "54321", incremental_operation=AlterConfigOpType.SET)])
+    next(iter(admins[1].incremental_alter_configs([change]).values())).result(30)
+    for i in (2, 3):
+        configs = next(iter(admins[i].describe_configs([ConfigResource("topic", "seen")]).values())).result(30)
+        assert configs["retention.ms"].value == "54321", i
     admins[3].delete_topics(["seen"])["seen"].result(30)
     for i in (1, 2, 3):
         assert "seen" not in admins[i].list_topics(timeout=10).topics

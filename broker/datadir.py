@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 LOCK_FILE = ".lock"
+CLUSTER_LOCK_FILE = ".controller.lock"  # held by a cluster's controller (broker/multinode/controller.py)
 
 
 class DataDirError(RuntimeError):
@@ -30,9 +31,10 @@ class DataDirError(RuntimeError):
 class DataDirLock:
     """The held lock; ``release()`` is idempotent."""
 
-    def __init__(self, data_dir: Path, fd: int) -> None:
+    def __init__(self, data_dir: Path, fd: int, cluster_fd: int | None = None) -> None:
         self.data_dir = data_dir
         self._fd: int | None = fd
+        self._cluster_fd = cluster_fd
 
     @property
     def held(self) -> bool:
@@ -40,12 +42,19 @@ class DataDirLock:
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)  # closing the only descriptor of the open file drops the flock
+        cluster_fd, self._cluster_fd = self._cluster_fd, None
+        for held in (fd, cluster_fd):
+            if held is not None:
+                os.close(held)  # closing the only descriptor of the open file drops the flock
 
 
-def lock(data_dir: Path) -> DataDirLock:
-    """Create ``data_dir`` if missing and lock it, or raise DataDirError."""
+def lock(data_dir: Path, *, alone: bool = False) -> DataDirLock:
+    """Create ``data_dir`` if missing and lock it, or raise DataDirError.
+
+    ``alone``: a single broker (not a node of a cluster) also holds a shared lock on
+    ``.controller.lock`` for as long as it runs, so a cluster (``serve --nodes``, whose
+    controller holds that file exclusively) and a single broker never share a directory, not
+    even in the moment between one active node's death and the next one's lock."""
     path = Path(data_dir)
     if path.exists() and not path.is_dir():
         raise DataDirError("data directory is not a directory", data_dir=str(path))
@@ -66,13 +75,33 @@ def lock(data_dir: Path) -> DataDirLock:
     except OSError as exc:  # ENOLCK: a file system without locks
         os.close(fd)
         raise DataDirError("cannot lock data directory", data_dir=str(path), error=exc.strerror or str(exc)) from None
+    cluster_fd = _outside_any_cluster(path, fd) if alone else None
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     except OSError as exc:
-        os.close(fd)
+        DataDirLock(path, fd, cluster_fd).release()
         raise DataDirError("cannot write to data directory", data_dir=str(path), error=exc.strerror or str(exc)) from None
-    return DataDirLock(path, fd)
+    return DataDirLock(path, fd, cluster_fd)
+
+
+def _outside_any_cluster(path: Path, fd: int) -> int:
+    """The shared lock on ``.controller.lock`` (held: no cluster runs on ``path``), or raise
+    DataDirError having closed ``fd`` (the directory lock just taken)."""
+    try:
+        cluster_fd = os.open(path / CLUSTER_LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        os.close(fd)
+        raise DataDirError("cannot open data directory", data_dir=str(path), error=f"{exc.strerror or exc}: {exc.filename or path}") from None
+    try:
+        fcntl.flock(cluster_fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(cluster_fd)
+        os.close(fd)
+        if isinstance(exc, BlockingIOError):
+            raise DataDirError("data directory in use by a cluster (serve --nodes)", data_dir=str(path.resolve())) from None
+        raise DataDirError("cannot lock data directory", data_dir=str(path), error=exc.strerror or str(exc)) from None
+    return cluster_fd
 
 
 def _holder(fd: int) -> int | None:

@@ -242,7 +242,8 @@ class Broker(Admission):
                 raise
         if serve_data:
             try:
-                self.data_lock = datadir.lock(self.config.data_dir)  # before anything reads or writes the directory
+                # before anything reads or writes the directory; a single broker: no cluster on it either
+                self.data_lock = datadir.lock(self.config.data_dir, alone=True)
             except datadir.DataDirError:
                 self._unbind()
                 raise

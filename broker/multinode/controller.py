@@ -41,6 +41,7 @@ from pathlib import Path
 
 from storage.atomic import write_atomically
 
+from .. import datadir
 from ..logs import get_logger
 from .channel import Channel, ChannelClosed
 from .control import MAX_COMMAND, control_address
@@ -49,7 +50,7 @@ log = get_logger("controller")
 
 STATE_FILE = "cluster.json"
 CONTROL_READ_S = 10.0  # a control connection sends its command within this, or is answered and closed
-LOCK_FILE = ".controller.lock"
+LOCK_FILE = datadir.CLUSTER_LOCK_FILE  # exclusive here; a single broker holds it shared
 _PR_SET_PDEATHSIG = 1
 _PORT = re.compile(r":(\d+)$")
 
@@ -474,7 +475,7 @@ def run_cluster(config) -> int:
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        log.error("data directory in use by another cluster's controller", data_dir=str(data_dir))
+        log.error("data directory in use by another cluster or broker", data_dir=str(data_dir))
         os.close(lock_fd)
         return 1
     controller = Controller(config, lock_fd)

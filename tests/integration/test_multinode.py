@@ -532,3 +532,50 @@ def test_the_control_socket_refuses_other_users(kafkalite_cluster):
     os.waitpid(pid, 0)
     assert json.loads(answer) == {"ok": False, "error": f"uid 65534 may not control this cluster (uid {os.getuid()} and root may)"}
     assert [n["live"] for n in cluster.describe()["nodes"]] == [True, True]  # nothing was killed
+
+
+def _serve(data_dir, *args: str) -> tuple[int | None, str]:
+    """``python -m broker serve`` on ``data_dir``: (its exit code, or None if it was still running
+    after 30 s and was killed; what it logged)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "broker", "serve", "--port", "0", "--data-dir", str(data_dir), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = proc.communicate(timeout=30)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        return None, out
+
+
+def test_a_directory_serves_one_cluster_or_one_broker(kafkalite_cluster, tmp_path):
+    """A cluster's directory refuses a second cluster and a single broker, even while no node holds
+    the directory's ``.lock`` (every node stopped: a single broker used to start there, and the
+    next active node then waited for its lock); a single broker's directory refuses a cluster."""
+    cluster = kafkalite_cluster(nodes=2)
+    code, out = _serve(cluster.data_dir, "--nodes", "2")
+    assert code == 1 and "data directory in use by another cluster or broker" in out, (code, out[-500:])
+    cluster.stop_node(2)
+    cluster.stop_node(1)
+    assert cluster.active == -1
+    code, out = _serve(cluster.data_dir)
+    assert code == 1 and "data directory in use by a cluster" in out, (code, out[-500:])
+    cluster.start_node(2)  # the cluster still has its directory
+    assert cluster.active == 2
+
+    import subprocess
+    import sys
+
+    single_dir = tmp_path / "single"
+    single = subprocess.Popen([sys.executable, "-m", "broker", "serve", "--port", "0", "--data-dir", str(single_dir)],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert any(line.startswith("READY") for line in single.stdout), "the single broker did not start"
+        code, out = _serve(single_dir, "--nodes", "2")
+        assert code == 1 and "data directory in use by another cluster or broker" in out, (code, out[-500:])
+    finally:
+        single.kill()
+        single.wait()

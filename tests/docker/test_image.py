@@ -118,8 +118,10 @@ def test_healthy_within_seconds_and_the_volume_holds_only_broker_data(docker, br
     listing = docker.out("exec", broker.name, "ls", "-lan", "/var/lib/kafkalite")
     entries = [line.split() for line in listing.splitlines()[1:]]  # skip "total"
     names = {e[-1] for e in entries} - {".", ".."}
-    # no .bashrc, .profile...: the one dot file is the broker's own lock of its data directory (broker/datadir.py)
-    assert ".lock" in names and not any(n.startswith(".") for n in names - {".lock"}), listing
+    # no .bashrc, .profile...: the only dot files are the broker's own locks of its data directory
+    # (broker/datadir.py: .lock, and .controller.lock, held shared so no cluster starts on it)
+    locks = {".lock", ".controller.lock"}
+    assert locks <= names and not any(n.startswith(".") for n in names - locks), listing
     assert all(e[2] == "10001" and e[3] == "10001" for e in entries if e[-1] != ".."), listing
 
 

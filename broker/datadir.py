@@ -89,19 +89,30 @@ def _outside_any_cluster(path: Path, fd: int) -> int:
     """The shared lock on ``.controller.lock`` (held: no cluster runs on ``path``), or raise
     DataDirError having closed ``fd`` (the directory lock just taken)."""
     try:
-        cluster_fd = os.open(path / CLUSTER_LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
+        return cluster_lock(path, exclusive=False)
+    except DataDirError:
         os.close(fd)
+        raise
+
+
+def cluster_lock(path: Path, *, exclusive: bool) -> int:
+    """The descriptor holding ``<path>/.controller.lock``: exclusively (a cluster's controller,
+    for as long as it runs) or shared (a single broker), or raise DataDirError."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path / CLUSTER_LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
         raise DataDirError("cannot open data directory", data_dir=str(path), error=f"{exc.strerror or exc}: {exc.filename or path}") from None
     try:
-        fcntl.flock(cluster_fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
     except OSError as exc:
-        os.close(cluster_fd)
         os.close(fd)
         if isinstance(exc, BlockingIOError):
-            raise DataDirError("data directory in use by a cluster (serve --nodes)", data_dir=str(path.resolve())) from None
+            message = "data directory in use by another cluster or broker" if exclusive else "data directory in use by a cluster (serve --nodes)"
+            raise DataDirError(message, data_dir=str(path.resolve())) from None
         raise DataDirError("cannot lock data directory", data_dir=str(path), error=exc.strerror or str(exc)) from None
-    return cluster_fd
+    return fd
 
 
 def _holder(fd: int) -> int | None:

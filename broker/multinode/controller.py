@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import dataclasses
-import fcntl
 import json
 import os
 import re
@@ -50,7 +49,6 @@ log = get_logger("controller")
 
 STATE_FILE = "cluster.json"
 CONTROL_READ_S = 10.0  # a control connection sends its command within this, or is answered and closed
-LOCK_FILE = datadir.CLUSTER_LOCK_FILE  # exclusive here; a single broker holds it shared
 _PR_SET_PDEATHSIG = 1
 _PORT = re.compile(r":(\d+)$")
 
@@ -469,14 +467,10 @@ class Controller:
 def run_cluster(config) -> int:
     """``kafkalite serve --nodes N``: the controller's process (nodes are forked from it)."""
     t0 = time.monotonic()
-    data_dir = Path(config.data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    lock_fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        log.error("data directory in use by another cluster or broker", data_dir=str(data_dir))
-        os.close(lock_fd)
+        lock_fd = datadir.cluster_lock(Path(config.data_dir), exclusive=True)
+    except datadir.DataDirError as exc:
+        log.error(str(exc), **exc.fields)
         return 1
     controller = Controller(config, lock_fd)
     for node_id in controller.slots:

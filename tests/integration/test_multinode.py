@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import select
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -537,9 +539,6 @@ def test_the_control_socket_refuses_other_users(kafkalite_cluster):
 def _serve(data_dir, *args: str) -> tuple[int | None, str]:
     """``python -m broker serve`` on ``data_dir``: (its exit code, or None if it was still running
     after 30 s and was killed; what it logged)."""
-    import subprocess
-    import sys
-
     proc = subprocess.Popen([sys.executable, "-m", "broker", "serve", "--port", "0", "--data-dir", str(data_dir), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -565,9 +564,6 @@ def test_a_directory_serves_one_cluster_or_one_broker(kafkalite_cluster, tmp_pat
     assert code == 1 and "data directory in use by a cluster" in out, (code, out[-500:])
     cluster.start_node(2)  # the cluster still has its directory
     assert cluster.active == 2
-
-    import subprocess
-    import sys
 
     single_dir = tmp_path / "single"
     single = subprocess.Popen([sys.executable, "-m", "broker", "serve", "--port", "0", "--data-dir", str(single_dir)],

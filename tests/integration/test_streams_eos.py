@@ -169,7 +169,7 @@ def after_a_kill(broker, app_id: str, wait, *args):
     """``wait(*args)``, a wait for progress after a kill. On the reference Kafka, a time-out is an
     expected failure with the diagnosis of what held the app back: its group's committed offsets
     (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT while a transaction that
-    committed offsets is open on the group's ``__consumer_offsets`` partition) and the output.
+    committed offsets is open on the group's ``__consumer_offsets`` partition).
     Seen once in CI (2026-12-07): Kafka 4.4's new app, after the broker's and the old app's kill -9,
     timed out for 120 s fetching its committed offsets. On kafkalite a time-out fails the test."""
     try:

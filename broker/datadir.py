@@ -58,11 +58,7 @@ def lock(data_dir: Path, *, alone: bool = False) -> DataDirLock:
     path = Path(data_dir)
     if path.exists() and not path.is_dir():
         raise DataDirError("data directory is not a directory", data_dir=str(path))
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise DataDirError("cannot open data directory", data_dir=str(path), error=f"{exc.strerror or exc}: {exc.filename or path}") from None
+    fd = _open(path, LOCK_FILE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -99,11 +95,7 @@ def cluster_lock(path: Path, *, exclusive: bool) -> int:
     """The descriptor holding ``<path>/.controller.lock``: exclusively (a cluster's controller,
     for as long as it runs) or shared (a single broker), or raise DataDirError."""
     path = Path(path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path / CLUSTER_LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise DataDirError("cannot open data directory", data_dir=str(path), error=f"{exc.strerror or exc}: {exc.filename or path}") from None
+    fd = _open(path, CLUSTER_LOCK_FILE)
     try:
         fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
     except OSError as exc:
@@ -113,6 +105,15 @@ def cluster_lock(path: Path, *, exclusive: bool) -> int:
             raise DataDirError(message, data_dir=str(path.resolve())) from None
         raise DataDirError("cannot lock data directory", data_dir=str(path), error=exc.strerror or str(exc)) from None
     return fd
+
+
+def _open(path: Path, name: str) -> int:
+    """``<path>/<name>`` opened for a lock (the directory created if need be), or DataDirError."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        return os.open(path / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise DataDirError("cannot open data directory", data_dir=str(path), error=f"{exc.strerror or exc}: {exc.filename or path}") from None
 
 
 def _holder(fd: int) -> int | None:

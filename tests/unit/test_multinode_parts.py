@@ -4,6 +4,7 @@ the channel's frames, node configurations and standby producer ids."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import socket
 import struct
 import uuid
@@ -183,3 +184,91 @@ def test_error_answers_to_apis_with_fast_encoders_are_encoded_whole():
         header, pos = decode(cls.__header_schema__, frame[4:], 0)
         answer, _ = decode(cls, frame[4:], pos)
         assert header.correlation_id == 7 and answer.error_code in (ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress)
+
+
+_CREATE = {"topics": [{"name": "u", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}], "timeout": 1, "validate_only": False}
+
+
+def _forwarding_ctx():
+    ctx = _ctx()
+    ctx.principal = "User:alice"
+    ctx.conn.peer = "10.0.0.9:5555"
+    return ctx
+
+
+def test_a_standby_forwards_admin_requests_and_relays_the_answer():
+    from broker.multinode.forwarding import Forwarder
+
+    async def main():
+        sent = []
+        gate = Standby(None, _view())
+        gate.forwarder = Forwarder(sent.append)
+        event = _event(19, 7, _CREATE)
+        pending = asyncio.ensure_future(gate.answer(_forwarding_ctx(), event))
+        await asyncio.sleep(0)
+        [message] = sent
+        assert (message["t"], message["key"], message["ver"], message["principal"], message["peer"], message["listener"]) == \
+            ("fwd", 19, 7, "User:alice", "10.0.0.9:5555", "PLAINTEXT")
+        cls = response_class(19, 7)
+        answer = build(cls, {"throttle_time": 0, "topics": [{"name": "u", "topic_id": uuid.uuid4(), "error_code": 0, "error_message": None,
+                                                                "num_partitions": 1, "replication_factor": 1, "configs": []}]})
+        gate.forwarder.answered({"t": "fwd-answer", "id": message["id"], "body": base64.b64encode(encode(answer)).decode()})
+        body = await pending
+        assert body["topics"][0]["name"] == "u" and body["topics"][0]["error_code"] == 0
+        _encodes(event, body)
+        assert gate.forwarder.pending == {}
+
+    asyncio.run(main())
+
+
+def test_a_forwarded_request_gets_not_controller_when_the_active_node_goes_or_it_is_too_large(monkeypatch):
+    from broker.multinode import forwarding
+
+    async def main():
+        sent = []
+        gate = Standby(None, _view())
+        gate.forwarder = forwarding.Forwarder(sent.append)
+        event = _event(19, 7, _CREATE)
+        pending = asyncio.ensure_future(gate.answer(_forwarding_ctx(), event))
+        await asyncio.sleep(0)
+        gate.forwarder.active_changed(1)  # the same active node: still waiting
+        await asyncio.sleep(0)
+        assert not pending.done()
+        gate.forwarder.active_changed(3)  # another one: node 1 will not answer
+        assert (await pending)["topics"][0]["error_code"] == ErrorCode.not_controller
+        gate.forwarder.answered({"t": "fwd-answer", "id": sent[0]["id"]})  # a late answer is dropped
+        # the controller has no active node to send it to: an answer without a body
+        pending = asyncio.ensure_future(gate.answer(_forwarding_ctx(), event))
+        await asyncio.sleep(0)
+        gate.forwarder.answered({"t": "fwd-answer", "id": sent[-1]["id"]})
+        assert (await pending)["topics"][0]["error_code"] == ErrorCode.not_controller
+        monkeypatch.setattr(forwarding, "FORWARD_ROOM", 10)
+        n = len(sent)
+        assert (await gate.answer(_forwarding_ctx(), event))["topics"][0]["error_code"] == ErrorCode.not_controller
+        assert len(sent) == n  # not sent at all
+        assert gate.forwarder.pending == {}
+        # no active node live: not forwarded
+        alone = Standby(None, _view(live=(2, 3)))
+        alone.forwarder = forwarding.Forwarder(sent.append)
+        assert alone.answer(_forwarding_ctx(), event)["topics"][0]["error_code"] == ErrorCode.not_controller
+
+    asyncio.run(main())
+
+
+def test_the_active_node_refuses_what_it_must_not_run_from_a_forwarded_message():
+    from broker.multinode.forwarding import handle_forwarded
+
+    async def main():
+        broker = SimpleNamespace(metadata_barrier=None)
+        good = base64.b64encode(encode(build(request_class(19, 7), _CREATE))).decode()
+        for message in (
+            {"key": 0, "ver": 9, "body": good},  # Produce is not forwarded
+            {"key": 19, "ver": 99, "body": good},  # no such version
+            {"key": 19, "ver": "7", "body": good},
+            {"key": 19, "ver": 7, "body": "%%%"},  # not base64
+            {"key": 19, "ver": 7, "body": base64.b64encode(b"\xff\xff\xff\xff").decode()},  # not a request
+            {"key": 19, "ver": 7},
+        ):
+            assert await handle_forwarded(broker, message) is None
+
+    asyncio.run(main())

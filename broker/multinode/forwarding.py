@@ -21,7 +21,7 @@ import base64
 import itertools
 from dataclasses import dataclass, field
 
-from protocol.codec import DecodeError, decode, encode, request_class, response_class, to_dict
+from protocol.codec import DecodeError, build, decode, encode, request_class, response_class, to_dict
 from protocol.connection import Request
 from protocol.errors import ErrorCode
 
@@ -126,9 +126,13 @@ async def handle_forwarded(broker, message: dict) -> bytes | None:
     ctx = RequestContext(broker, conn, log.bind(forwarded_from=message.get("from"), client_id=message.get("client_id")))
     event = Request(key, version, 0, message.get("client_id"), body, 0)
     ctx.request = event
-    answer = await handle(broker, ctx, event)
+    try:
+        answer = await handle(broker, ctx, event)
+    except OSError as exc:  # the disk under a write: KAFKA_STORAGE_ERROR, as the client's own connection answers it
+        from ..faults import error_response
+
+        log.error("storage error", api=handler.NAME, error=str(exc), errno=exc.errno)
+        answer = error_response(event, ErrorCode.kafka_storage_error, str(exc))
     if answer is None:
         return None
-    from protocol.codec import build
-
     return encode(build(response_class(key, version), answer))

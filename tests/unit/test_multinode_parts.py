@@ -196,17 +196,34 @@ def _forwarding_ctx():
     return ctx
 
 
+class _Outbox:
+    """A node's channel, as the forwarder sends on it: the messages, and a wait for the n-th."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict] = []
+        self.changed = asyncio.Event()
+
+    def send(self, message: dict) -> None:
+        self.messages.append(message)
+        self.changed.set()
+
+    async def sent(self, n: int) -> dict:
+        while len(self.messages) < n:
+            await self.changed.wait()
+            self.changed.clear()
+        return self.messages[n - 1]
+
+
 def test_a_standby_forwards_admin_requests_and_relays_the_answer():
     from broker.multinode.forwarding import Forwarder
 
     async def main():
-        sent = []
+        outbox = _Outbox()
         gate = Standby(None, _view())
-        gate.forwarder = Forwarder(sent.append)
+        gate.forwarder = Forwarder(outbox.send)
         event = _event(19, 7, _CREATE)
         pending = asyncio.ensure_future(gate.answer(_forwarding_ctx(), event))
-        await asyncio.sleep(0)
-        [message] = sent
+        message = await outbox.sent(1)
         assert (message["t"], message["key"], message["ver"], message["principal"], message["peer"], message["listener"]) == \
             ("fwd", 19, 7, "User:alice", "10.0.0.9:5555", "PLAINTEXT")
         cls = response_class(19, 7)
@@ -225,31 +242,29 @@ def test_a_forwarded_request_gets_not_controller_when_the_active_node_goes_or_it
     from broker.multinode import forwarding
 
     async def main():
-        sent = []
+        outbox = _Outbox()
         gate = Standby(None, _view())
-        gate.forwarder = forwarding.Forwarder(sent.append)
+        gate.forwarder = forwarding.Forwarder(outbox.send)
         event = _event(19, 7, _CREATE)
         pending = asyncio.ensure_future(gate.answer(_forwarding_ctx(), event))
-        await asyncio.sleep(0)
+        first = await outbox.sent(1)
         gate.forwarder.active_changed(1)  # the same active node: still waiting
-        await asyncio.sleep(0)
-        assert not pending.done()
+        assert [answer.done() for _, answer in gate.forwarder.pending.values()] == [False]
         gate.forwarder.active_changed(3)  # another one: node 1 will not answer
         assert (await pending)["topics"][0]["error_code"] == ErrorCode.not_controller
-        gate.forwarder.answered({"t": "fwd-answer", "id": sent[0]["id"]})  # a late answer is dropped
+        gate.forwarder.answered({"t": "fwd-answer", "id": first["id"]})  # a late answer is dropped
         # the controller has no active node to send it to: an answer without a body
         pending = asyncio.ensure_future(gate.answer(_forwarding_ctx(), event))
-        await asyncio.sleep(0)
-        gate.forwarder.answered({"t": "fwd-answer", "id": sent[-1]["id"]})
+        second = await outbox.sent(2)
+        gate.forwarder.answered({"t": "fwd-answer", "id": second["id"]})
         assert (await pending)["topics"][0]["error_code"] == ErrorCode.not_controller
         monkeypatch.setattr(forwarding, "FORWARD_ROOM", 10)
-        n = len(sent)
         assert (await gate.answer(_forwarding_ctx(), event))["topics"][0]["error_code"] == ErrorCode.not_controller
-        assert len(sent) == n  # not sent at all
+        assert len(outbox.messages) == 2  # not sent at all
         assert gate.forwarder.pending == {}
         # no active node live: not forwarded
         alone = Standby(None, _view(live=(2, 3)))
-        alone.forwarder = forwarding.Forwarder(sent.append)
+        alone.forwarder = forwarding.Forwarder(outbox.send)
         assert alone.answer(_forwarding_ctx(), event)["topics"][0]["error_code"] == ErrorCode.not_controller
 
     asyncio.run(main())
@@ -272,3 +287,18 @@ def test_the_active_node_refuses_what_it_must_not_run_from_a_forwarded_message()
             assert await handle_forwarded(broker, message) is None
 
     asyncio.run(main())
+
+
+def test_a_forwarded_request_failing_on_the_disk_is_answered_kafka_storage_error(monkeypatch):
+    """As on the client's own connection (broker/net/dispatch.py), not as a handler bug."""
+    from broker.handlers import HANDLERS
+    from broker.multinode.forwarding import handle_forwarded
+
+    async def full(ctx, body):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(HANDLERS[19], "handle", full)
+    message = {"key": 19, "ver": 7, "body": base64.b64encode(encode(build(request_class(19, 7), _CREATE))).decode(), "principal": "User:alice"}
+    raw = asyncio.run(handle_forwarded(SimpleNamespace(metadata_barrier=None), message))
+    answer, _ = decode(response_class(19, 7), raw)
+    assert [(t.name, t.error_code) for t in answer.topics] == [("u", ErrorCode.kafka_storage_error)]

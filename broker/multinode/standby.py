@@ -76,6 +76,8 @@ class Standby:
         if key in PARTITION_APIS:
             body = error_response(event, ErrorCode.not_leader_or_follower)
             if isinstance(body, dict):
+                if key == FETCH and "error_code" in body:
+                    body["error_code"] = ErrorCode.none  # as Kafka: the partitions carry the error, or the Java consumer ignores their leader hints
                 self._hint(ctx, event, body)
             return body
         if key == LIST_GROUPS:

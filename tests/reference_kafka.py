@@ -19,6 +19,11 @@ free ports of 127.0.0.1, with a data directory of its own.
 ``restart()``, ``bootstrap``, ``port``, ``proc``, ``logs()``. Ports and data
 survive a restart, so clients reconnect to the same address.
 
+``ReferenceKafkaCluster`` is a cluster of them (issue 26): one KRaft controller
+(node id 100) and N brokers (1..N, 3 by default), one JVM each, with replication
+factors of 3 and a killed broker fenced within seconds; its controls are those of
+kafkalite's ``ClusterProcess`` (``kill_node``, ``stop_node``, ``start_node``, ...).
+
 Set ``KAFKALITE_NO_REFERENCE_KAFKA=1`` to skip everything that needs it.
 """
 

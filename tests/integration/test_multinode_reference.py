@@ -255,20 +255,19 @@ def _records() -> bytes:
 
 @pytest.fixture(scope="module")
 def replicated(side):
-    """A topic of 3 replicas: (name, its id, its leader, a node that follows it)."""
+    """A topic of 3 replicas: (name, its id)."""
     topic = _topic("hint")
     create_topic(side.bootstrap_servers, topic, 1, rf=3)
     side.settled(topic)
-    leader = side.partition(1, topic)[1].leader_id
-    return topic, side.topic_id(topic), leader, next(i for i in NODES if i != leader)
+    return topic, side.topic_id(topic)
 
 
 @pytest.fixture(scope="module")
 def unreplicated(side):
-    """A topic whose partition a node does not serve: (name, its id, its leader, that node).
+    """A topic whose partition only its leader serves: (name, its id).
 
-    KNOWN_DIFFERENCES["non_replica"]: on Kafka the partition's one replica is on node 1 and the
-    node is 2; on kafkalite it is a standby node."""
+    KNOWN_DIFFERENCES["non_replica"]: on Kafka the partition's one replica is on node 1; on
+    kafkalite every standby node is a node that does not serve it."""
     topic = _topic("placed")
     admin = AdminClient({"bootstrap.servers": side.bootstrap_servers})
     if side.kind == "kafka":
@@ -276,13 +275,19 @@ def unreplicated(side):
     else:
         admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
     side.settled(topic, full_isr=False)  # Kafka: one replica
-    leader = side.partition(1, topic)[1].leader_id
-    return topic, side.topic_id(topic), leader, next(i for i in NODES if i != leader)
+    return topic, side.topic_id(topic)
+
+
+def _leader_and_other(cluster: Side, topic: str) -> tuple[int, int]:
+    """The partition's leader now (an earlier test may have moved it) and another node."""
+    leader = cluster.partition(cluster.live()[0], topic)[1].leader_id
+    return leader, next(i for i in NODES if i != leader)
 
 
 @pytest.mark.parametrize("version", PRODUCE_VERSIONS)
 def test_produce_to_a_non_leader(cluster, replicated, version):
-    topic, topic_id, leader, follower = replicated
+    topic, topic_id = replicated
+    leader, follower = _leader_and_other(cluster, topic)
     _, p = cluster.partition(follower, topic)
     name = {"name": topic} if version < 13 else {"topic_id": topic_id}
     answer = cluster.request(follower, 0, version, {"transactional_id": None, "acks": -1, "timeout": 5000,
@@ -303,7 +308,8 @@ def _fetch(cluster: Side, node: int, topic: str, topic_id, version: int):
 
 @pytest.mark.parametrize("version", FETCH_VERSIONS)
 def test_fetch_to_a_non_leader(cluster, unreplicated, version):
-    topic, topic_id, leader, other = unreplicated
+    topic, topic_id = unreplicated
+    leader, other = _leader_and_other(cluster, topic)
     _, p = cluster.partition(other, topic)
     answer = _fetch(cluster, other, topic, topic_id, version)
     (t,) = answer.responses
@@ -324,7 +330,8 @@ def test_fetch_to_a_non_leader_has_no_top_level_error(cluster, unreplicated, req
                                   "as well as each partition's; Kafka leaves the top-level code NONE (it is for fetch-session "
                                   "errors). Kafka's Java consumer (FetchSessionHandler.handleResponse) drops a response whose "
                                   "top-level code is an error, partitions and leader hints included, without asking for new metadata")
-    topic, topic_id, leader, other = unreplicated
+    topic, topic_id = unreplicated
+    leader, other = _leader_and_other(cluster, topic)
     answer = _fetch(cluster, other, topic, topic_id, version)
     assert answer.error_code == NONE
     assert answer.responses[0].partitions[0].error_code == NOT_LEADER_OR_FOLLOWER
@@ -335,7 +342,8 @@ def test_fetch_from_a_follower_replica(cluster, replicated, request):
                                   "NOT_LEADER_OR_FOLLOWER, where a Kafka follower serves a consumer's Fetch (v11+, KIP-392 "
                                   "follower fetching) up to its high watermark. Clients go to a follower only when a broker's "
                                   "replica.selector.class names it as preferred_read_replica, which kafkalite never does")
-    topic, topic_id, leader, follower = replicated
+    topic, topic_id = replicated
+    leader, follower = _leader_and_other(cluster, topic)
     producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
     producer.produce(topic, b"on every replica", partition=0)
     assert producer.flush(30) == 0

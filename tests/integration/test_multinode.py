@@ -18,6 +18,8 @@ import uuid
 
 import pytest
 
+from tests.multinode_support import Recorder
+from tests.multinode_support import create_topic as _create
 from tests.raw import RawClient
 from tests.wait import wait_until
 
@@ -26,11 +28,6 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_COORDINATOR = 16
-
-
-def _create(bootstrap: str, name: str, partitions: int, rf: int = 3) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, rf)])[name].result(30)
 
 
 def _await_exit(pids: list[int], timeout: float = 30.0) -> list[int]:
@@ -52,20 +49,6 @@ def _await_exit(pids: list[int], timeout: float = 30.0) -> list[int]:
     finally:
         for fd in fds:
             os.close(fd)
-
-
-class Recorder:
-    """A producer's delivery reports: what was acknowledged, per partition in order."""
-
-    def __init__(self) -> None:
-        self.acked: list[tuple[int, int, bytes]] = []
-        self.errors: list[str] = []
-
-    def __call__(self, err, msg) -> None:
-        if err is None:
-            self.acked.append((msg.partition(), msg.offset(), msg.value()))
-        else:
-            self.errors.append(err.name())
 
 
 def _read_all(bootstrap: str, topic: str, count: int, *, group: str | None = None, isolation: str = "read_uncommitted") -> list:

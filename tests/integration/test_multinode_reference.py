@@ -325,11 +325,9 @@ def test_fetch_to_a_non_leader(cluster, unreplicated, version):
 
 
 @pytest.mark.parametrize("version", FETCH_VERSIONS)
-def test_fetch_to_a_non_leader_has_no_top_level_error(cluster, unreplicated, request, version):
-    _lite_xfail(request, cluster, "a kafkalite standby answers a Fetch with the top-level error_code NOT_LEADER_OR_FOLLOWER "
-                                  "as well as each partition's; Kafka leaves the top-level code NONE (it is for fetch-session "
-                                  "errors). Kafka's Java consumer (FetchSessionHandler.handleResponse) drops a response whose "
-                                  "top-level code is an error, partitions and leader hints included, without asking for new metadata")
+def test_fetch_to_a_non_leader_has_no_top_level_error(cluster, unreplicated, version):
+    """The top-level code is for fetch-session errors: Kafka's Java consumer (FetchSessionHandler)
+    drops a response whose top-level code is an error, leader hints included."""
     topic, topic_id = unreplicated
     leader, other = _leader_and_other(cluster, topic)
     answer = _fetch(cluster, other, topic, topic_id, version)

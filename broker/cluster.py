@@ -40,7 +40,7 @@ KAFKA_INTERNAL_TOPICS = frozenset(COORDINATOR_TOPICS)
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 PRODUCER_ID_BLOCK = 1000
-LEADER_EPOCH = 0
+LEADER_EPOCH = 0  # a single node's, for ever; a cluster node's is its Leadership's
 # Kafka's controller writes at most this many metadata records for one admin
 # request (QuorumController.MAX_RECORDS_PER_USER_OP) and refuses CreateTopics
 # asking for more partitions than this in total (MAX_PARTITIONS_PER_BATCH).
@@ -115,10 +115,20 @@ class Appended:
 
 
 @dataclass
+class Leadership:
+    """The leader epoch of every partition this node leads (one node leads them all): 0 on a
+    single node; on a cluster node (broker/multinode/), the controller's epoch of the election
+    that made it the active node, or of the last image a standby saw. Shared by the node's partitions."""
+
+    epoch: int = LEADER_EPOCH
+
+
+@dataclass
 class Partition:
     topic: str
     index: int
     log: object  # storage.log.PartitionLog
+    leadership: Leadership = field(default_factory=Leadership)
     producers: ProducerStateTable = field(default_factory=ProducerStateTable)
     waiters: set = field(default_factory=set)
 
@@ -142,7 +152,7 @@ class Partition:
                 return Appended(dup.first_offset, -1, plog.log_start_offset, True)
         elif origin not in _TRUSTED:
             raise ValueError(f"unknown append origin {origin!r}")
-        result = plog.append(batches, leader_epoch=LEADER_EPOCH)
+        result = plog.append(batches, leader_epoch=self.leadership.epoch)
         if client:
             offset = result.base_offset
             update = self.producers.update
@@ -297,6 +307,7 @@ class Cluster:
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.on_topic_deleted: list = []  # callables of a deleted topic's id, called after its deletion
         self.cluster_id = ""
+        self.leadership = Leadership()  # every partition's leader epoch: see Leadership
         self._next_pid = 0
         self._pid_limit = 0
         self.metadata = MetadataView()
@@ -498,7 +509,7 @@ class Cluster:
             for failed in range(start, stop):
                 if self.logs.get(name, failed) is None and self.logs.path_of(name, failed).exists():
                     self._set_aside(name, failed, "a directory of the new partition was already there")
-                opened.append(Partition(name, failed, self.logs.create(name, failed, cfg)))
+                opened.append(Partition(name, failed, self.logs.create(name, failed, cfg), self.leadership))
                 crash_point("partition.dir.created")
             failed = None  # all open: what fails now is a partition.metadata file
             self.logs.write_topic_ids(name, list(range(start, stop)), topic_id)

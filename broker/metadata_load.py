@@ -148,7 +148,7 @@ class _Loader:
             elif why is not None:
                 log.warning("partition.metadata unreadable, written again", topic=name, partition=p, reason=why)
         plog = logs.create(name, p, topic.config, topic_id=topic.topic_id)
-        part = Partition(name, p, plog)
+        part = Partition(name, p, plog, self.cluster.leadership)
         part.producers.rebuild(plog)
         topic.partitions.append(part)
         self.claimed.add((name, p))

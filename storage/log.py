@@ -16,6 +16,9 @@ On-disk layout of a partition directory::
                                      for partitions that have seen a transactional batch
     log-start-offset                 only after delete_records_before() moved the log
                                      start offset inside a segment (decimal text)
+    leader-epoch-checkpoint          the leader epochs after 0 that wrote here and the
+                                     offset each began at (leader_epochs.py): only on a
+                                     partition a cluster node led at a higher epoch
     clean-shutdown                   written by close(), removed by open(): when present
                                      the active segment is trusted (indexes loaded, only
                                      the tail after the last index entry is re-read);
@@ -92,6 +95,7 @@ from .errors import (
     RecordBatchTooLargeError,
 )
 from .index import write_file_atomic
+from .leader_epochs import LeaderEpochs
 from .log_durability import DurableLog
 from .log_txn import TxnLog
 from .retention import expired_segments
@@ -263,6 +267,7 @@ class PartitionLog(TxnLog, DurableLog):
         self._txn_dirty: set[int] = set()
         self._txn_prune_below = 0
         self.recovery_truncations: list = []
+        self.epochs: LeaderEpochs | None = None  # leader-epoch-checkpoint (leader_epochs.py), read by _recover
 
     @classmethod
     def open(cls, path: Path, config: LogConfig, *, clock: Callable[[], float] = time.time) -> PartitionLog:
@@ -286,6 +291,8 @@ class PartitionLog(TxnLog, DurableLog):
         self._txn = r.txn
         self._txn_dirty = r.txn_dirty
         self.recovery_truncations = r.truncations  # what recovery cut (moved aside): read by the coordinators
+        self.epochs = LeaderEpochs(self.path, fsync=self.config.fsync != "never")
+        self.epochs.truncate_from_end(self._leo)  # an epoch whose writes recovery cut wrote nothing
 
     def _write_log_start(self, offset: int) -> None:
         write_file_atomic(
@@ -360,6 +367,8 @@ class PartitionLog(TxnLog, DurableLog):
                 seg = self._roll_locked(first_base)
             if txn is not None and not self._txn.tracked:
                 self._start_tracking_locked(txn[0][1])
+            if leader_epoch is not None and leader_epoch > self.epochs.latest:
+                self.epochs.assign(leader_epoch, first_base)  # this epoch's first write: where it begins
             _write(seg, iov, nbytes, infos, now_ms)
             self._leo = next_off
             created = self._apply_txn_locked(seg, txn) if txn is not None else False
@@ -600,6 +609,7 @@ class PartitionLog(TxnLog, DurableLog):
                 _unlink(seg.timeindex_path)
             self._pending_seal = [s for s in self._pending_seal if s not in doomed]
             self._leo = new_leo
+            self.epochs.truncate_from_end(new_leo)
             log_start = min(log_start, new_leo)
             self._view = _View(tuple(segs), log_start)
             self._clean_upto = min(self._clean_upto, new_leo)

@@ -49,7 +49,6 @@ from storage.log import FILE_REGION_MIN
 from storage.segment import FileRegion
 from storage.txn import batches_last_offset
 
-from ..cluster import LEADER_EPOCH
 from ..security.authorizer import Operation, ResourceType
 
 API_KEY = 1
@@ -88,6 +87,7 @@ def _resolve(ctx, req):
     cluster = ctx.cluster
     by_id = ctx.version >= 13
     authz = ctx.broker.authorizer
+    leader_epoch = cluster.leadership.epoch
     plan = []
     for ft in req.topics or ():
         topic, name, missing = cluster.lookup(by_id, ft.topic_id if by_id else ft.topic)
@@ -106,9 +106,9 @@ def _resolve(ctx, req):
                 parts.append((fp, None, ErrorCode.unknown_topic_or_partition))
             else:
                 epoch = getattr(fp, "current_leader_epoch", -1)
-                if epoch > LEADER_EPOCH:
+                if epoch > leader_epoch:
                     parts.append((fp, topic.partitions[fp.partition], ErrorCode.unknown_leader_epoch))
-                elif 0 <= epoch < LEADER_EPOCH:
+                elif 0 <= epoch < leader_epoch:
                     parts.append((fp, topic.partitions[fp.partition], ErrorCode.fenced_leader_epoch))
                 else:
                     parts.append((fp, topic.partitions[fp.partition], None))

@@ -18,7 +18,6 @@ timestamp (or -3) at or past it is not answered (offset and timestamp -1).
 from protocol.errors import ErrorCode
 from storage.errors import LogClosedError
 
-from ..cluster import LEADER_EPOCH
 
 from ..security.authorizer import Operation, ResourceType
 
@@ -61,6 +60,7 @@ def lookup(part, ts: int, isolation_level: int = 0) -> tuple[int, int]:
 async def handle(ctx, req):
     cluster = ctx.cluster
     isolation = getattr(req, "isolation_level", 0)
+    leader_epoch = cluster.leadership.epoch
     topics = []
     for lt in req.topics or ():
         topic = cluster.topics.get(lt.name)
@@ -78,11 +78,15 @@ async def handle(ctx, req):
                 parts.append({**base, "error_code": ErrorCode.unsupported_version})
                 continue
             epoch = getattr(lp, "current_leader_epoch", -1)
-            if epoch > LEADER_EPOCH:
+            if epoch > leader_epoch:
                 parts.append({**base, "error_code": ErrorCode.unknown_leader_epoch})
                 continue
+            if 0 <= epoch < leader_epoch:
+                parts.append({**base, "error_code": ErrorCode.fenced_leader_epoch})
+                continue
             try:
-                offset, ts = lookup(topic.partitions[lp.partition_index], lp.timestamp, isolation)
+                part = topic.partitions[lp.partition_index]
+                offset, ts = lookup(part, lp.timestamp, isolation)
             except LogClosedError:
                 parts.append({**base, "error_code": ErrorCode.unknown_topic_or_partition})
                 continue
@@ -92,7 +96,7 @@ async def handle(ctx, req):
                     "error_code": ErrorCode.none,
                     "timestamp": ts,
                     "offset": offset,
-                    "leader_epoch": LEADER_EPOCH if offset >= 0 else -1,
+                    "leader_epoch": part.log.epochs.epoch_at(offset, leader_epoch, part.log.log_end_offset) if offset >= 0 else -1,
                 }
             )
         topics.append({"name": lt.name, "partitions": parts})

@@ -23,7 +23,7 @@ import uuid
 
 from protocol.errors import ErrorCode
 
-from ..cluster import LEADER_EPOCH, TopicError, validate_topic_name
+from ..cluster import TopicError, validate_topic_name
 from ..listeners import advertised_for, listener_name
 from ..security.authorizer import Operation, ResourceType
 from . import UNKNOWN_OPERATIONS
@@ -58,7 +58,7 @@ def topic_entry(cluster, topic, layout):
                 "error_code": ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
                 "partition_index": p.index,
                 "leader_id": leader,
-                "leader_epoch": LEADER_EPOCH,
+                "leader_epoch": cluster.leadership.epoch,
                 "replica_nodes": replicas,
                 "isr_nodes": isr,
                 "offline_replicas": offline,

@@ -1,12 +1,14 @@
 """OffsetForLeaderEpoch (23), v2-4.
 
-There is only ever leader epoch 0 here, so the end offset of epoch 0 (or of
-any earlier epoch asked for) is the log end offset; a later epoch is unknown.
+The end offset of the epoch asked for, from the partition's leader epochs
+(storage/leader_epochs.py): the next epoch's start offset, or the log end offset
+for the current epoch. A single node stays at epoch 0; a cluster node leads at
+the epoch of the election that made it active (broker/multinode/). A client's
+``current_leader_epoch`` above the leader's is UNKNOWN_LEADER_EPOCH, below it
+FENCED_LEADER_EPOCH (-1: not checked), as in Kafka.
 """
 
 from protocol.errors import ErrorCode
-
-from ..cluster import LEADER_EPOCH
 
 from ..security.authorizer import Operation, ResourceType
 
@@ -17,6 +19,7 @@ VERSIONS = (2, 4)
 
 async def handle(ctx, req):
     cluster = ctx.cluster
+    current = cluster.leadership.epoch
     topics = []
     check = ctx.broker.authorizer is not None and not ctx.allowed_on_cluster(Operation.CLUSTER_ACTION)
     for t in req.topics or ():
@@ -29,12 +32,13 @@ async def handle(ctx, req):
                 parts.append({**entry, "error_code": ErrorCode.topic_authorization_failed})
             elif topic is None or not 0 <= p.partition < len(topic.partitions):
                 parts.append({**entry, "error_code": ErrorCode.unknown_topic_or_partition})
-            elif p.current_leader_epoch > LEADER_EPOCH:
+            elif p.current_leader_epoch > current:
                 parts.append({**entry, "error_code": ErrorCode.unknown_leader_epoch})
-            elif p.leader_epoch > LEADER_EPOCH:
-                parts.append({**entry, "error_code": ErrorCode.none})
+            elif 0 <= p.current_leader_epoch < current:
+                parts.append({**entry, "error_code": ErrorCode.fenced_leader_epoch})
             else:
-                end = topic.partitions[p.partition].log.log_end_offset
-                parts.append({"partition": p.partition, "error_code": ErrorCode.none, "leader_epoch": LEADER_EPOCH, "end_offset": end})
+                plog = topic.partitions[p.partition].log
+                epoch, end = plog.epochs.end_offset_for(p.leader_epoch, current, plog.log_end_offset)
+                parts.append({"partition": p.partition, "error_code": ErrorCode.none, "leader_epoch": epoch, "end_offset": end})
         topics.append({"topic": t.topic, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage.atomic import write_atomically
+from storage.leader_epochs import latest_leader_epoch
 
 from .. import datadir
 from ..logs import get_logger
@@ -187,7 +188,9 @@ class Controller:
         try:
             return int(json.loads((self.data_dir / STATE_FILE).read_bytes()).get("epoch", 0))
         except (OSError, ValueError, AttributeError):
-            return 0
+            # lost or damaged: the partitions' leader epochs say how far the elections went, so that
+            # the next one is still higher than any a client has seen
+            return latest_leader_epoch(self.data_dir)
 
     def _write_epoch(self) -> None:
         data = json.dumps({"version": 1, "epoch": self.epoch}).encode()

@@ -140,9 +140,10 @@ class Node:
             if broker.standby is not None and self.activating is None:
                 mirror_topics(broker.cluster, self.view.topics, self.view.configs)
                 broker.cluster.cluster_id = self.view.cluster_id
+                broker.cluster.leadership.epoch = self.view.epoch  # the leader's, which Metadata reports
         elif kind == "activate" and self.activating is None:
             self.published = max(self.published, int(message.get("seq", 0)))
-            self.activating = asyncio.ensure_future(self._activate())
+            self.activating = asyncio.ensure_future(self._activate(int(message.get("epoch", 0))))
         elif kind == "synced":
             self.synced = max(self.synced, int(message["seq"]))
             self.synced_changed.set()
@@ -154,9 +155,10 @@ class Node:
         elif kind == "fwd-answer":
             self.forwarder.answered(message)
 
-    async def _activate(self) -> None:
+    async def _activate(self, epoch: int) -> None:
         broker = self.broker
         cluster = broker.cluster
+        cluster.leadership.epoch = epoch  # every partition's leader epoch: the election's, higher than any before
         cluster.forward_create = None
         cluster.topics.clear()  # the image's topics: the data directory's replace them
         cluster.by_id.clear()

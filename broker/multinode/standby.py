@@ -112,7 +112,7 @@ class Standby:
         inner = "partition_responses" if event.api_key == PRODUCE else "partitions"
         for topic in body.get("responses", ()):
             for part in topic.get(inner, ()):
-                part["current_leader"] = {"leader_id": leader, "leader_epoch": 0}
+                part["current_leader"] = {"leader_id": leader, "leader_epoch": view.epoch if leader >= 0 else -1}
         if leader >= 0 and (event.api_key == PRODUCE or version >= 16):
             listener = listener_name(ctx)
             address = view.endpoint(leader, listener, advertised_for(ctx))

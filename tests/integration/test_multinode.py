@@ -189,6 +189,87 @@ def test_an_idempotent_producer_loses_nothing_when_the_leader_is_killed(kafkalit
         assert values == sorted(values)
 
 
+def test_the_leader_epoch_rises_with_each_new_leader(kafkalite_cluster):
+    """KIP-101/KIP-320: each election gives every partition a higher leader epoch, reported by every
+    node's Metadata and written into the batches; OffsetForLeaderEpoch says where an earlier epoch
+    ended, and a client naming a stale epoch is fenced."""
+    from protocol.errors import ErrorCode
+
+    fenced, unknown = ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch
+    cluster = kafkalite_cluster(nodes=3)
+    _create(cluster.bootstrap_servers, "epochs", 1)
+
+    def epoch_on(node: int) -> int:
+        raw = RawClient(cluster.address(node))
+        try:
+            md = raw.request(3, 12, {"topics": [{"name": "epochs", "topic_id": None}], "allow_auto_topic_creation": False,
+                                     "include_topic_authorized_operations": False})
+        finally:
+            raw.close()
+        (part,) = md.topics[0].partitions
+        return part.leader_epoch
+
+    def produce(n: int) -> None:
+        producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+        for i in range(n):
+            producer.produce("epochs", value=b"%d" % i, partition=0)
+        assert producer.flush(60) == 0
+
+    first = cluster.active
+    old = epoch_on(first)
+    assert [epoch_on(n) for n in (1, 2, 3)] == [old] * 3
+    produce(5)
+    cluster.kill_node(first)
+    new_leader = wait_until(lambda: cluster.active if cluster.active not in (first, -1) else None, what="a new leader")
+    live = [n for n in (1, 2, 3) if n != first]
+    wait_until(lambda: all(epoch_on(n) > old for n in live), what="every live node to report the new epoch")
+    new = epoch_on(new_leader)
+    assert [epoch_on(n) for n in live] == [new, new]
+    produce(3)
+
+    raw = RawClient(cluster.address(new_leader))
+    try:
+        def end_of(epoch: int, current: int):
+            body = {"replica_id": -1, "topics": [{"topic": "epochs", "partitions": [{"partition": 0, "current_leader_epoch": current, "leader_epoch": epoch}]}]}
+            p = raw.request(23, 4, body).topics[0].partitions[0]
+            return p.error_code, p.leader_epoch, p.end_offset
+
+        assert end_of(old, new) == (0, old, 5)  # the old epoch ended where the new leader began
+        assert end_of(new, new) == (0, new, 8)
+        assert end_of(old, -1) == (0, old, 5)
+        assert end_of(new + 1, new)[1:] == (-1, -1)
+        assert end_of(old, old)[0] == fenced
+        assert end_of(old, new + 1)[0] == unknown
+
+        def list_offset(timestamp: int, current: int):
+            body = {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": "epochs", "partitions": [{"partition_index": 0, "current_leader_epoch": current, "timestamp": timestamp}]}]}
+            p = raw.request(2, 7, body).topics[0].partitions[0]
+            return p.error_code, p.offset, p.leader_epoch
+
+        assert list_offset(-1, new) == (0, 8, new)
+        assert list_offset(-2, new) == (0, 0, old)
+        assert list_offset(-1, old)[0] == fenced
+
+        fetch = {"replica_id": -1, "max_wait": 100, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
+                 "session_epoch": -1, "topics": [{"topic": "epochs", "partitions": [
+                     {"partition": 0, "current_leader_epoch": old, "fetch_offset": 0, "last_fetched_epoch": -1, "log_start_offset": -1,
+                      "partition_max_bytes": 1 << 20}]}], "forgotten_topics_data": [], "rack_id": ""}
+        answer = raw.request(1, 12, fetch)
+        assert answer.error_code == 0 and answer.responses[0].partitions[0].error_code == fenced
+    finally:
+        raw.close()
+
+    consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "epochs", "auto.offset.reset": "earliest"})
+    consumer.assign([ck.TopicPartition("epochs", 0, 0)])
+    got = []
+    try:
+        wait_until(lambda: got.extend(m for m in consumer.consume(10, timeout=0.2) if m.error() is None) or len(got) >= 8, what="8 records")
+    finally:
+        consumer.close()
+    assert [m.leader_epoch() for m in got] == [old] * 5 + [new] * 3  # the epoch each batch was written in
+
+
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_a_group_carries_on_when_its_coordinator_is_killed(kafkalite_cluster, protocol):
     """Must-have 2: no committed offset goes backwards, no partition owned by two members at once.

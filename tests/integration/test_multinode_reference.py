@@ -239,10 +239,8 @@ def test_metadata_after_a_leader_loss(cluster):
     assert p.leader_id in survivors and sorted(p.replica_nodes) == list(NODES)
 
 
-def test_the_leader_epoch_rises_when_the_leader_is_lost(cluster, request):
-    _lite_xfail(request, cluster, "kafkalite keeps every leader epoch at 0 (docs/multinode.md, Known limits): after a leader "
-                                  "loss Metadata shows the new leader with epoch 0, where Kafka's is higher than the old "
-                                  "leader's (clients use it to fence stale metadata and to validate positions, KIP-320)")
+def test_the_leader_epoch_rises_when_the_leader_is_lost(cluster):
+    """Clients use the epoch to fence stale metadata and to validate their positions (KIP-320)."""
     before, dead, survivors, md, p = _kill_the_leader(cluster, _topic("epoch"))
     assert p.leader_epoch > before.leader_epoch
 

@@ -68,7 +68,7 @@ def test_a_standby_refuses_produce_with_the_leaders_address_where_the_version_ha
     new, old = _event(0, 11, produce), _event(0, 9, produce)
     body = gate.answer(_ctx(), new)
     part = body["responses"][0]["partition_responses"][0]
-    assert (part["index"], part["error_code"], part["current_leader"]) == (1, ErrorCode.not_leader_or_follower, {"leader_id": 1, "leader_epoch": 0})
+    assert (part["index"], part["error_code"], part["current_leader"]) == (1, ErrorCode.not_leader_or_follower, {"leader_id": 1, "leader_epoch": 4})  # the election's epoch
     assert body["node_endpoints"] == [{"node_id": 1, "host": "127.0.0.1", "port": 9001, "rack": None}]
     _encodes(new, body)
     body = gate.answer(_ctx(), old)

@@ -19,6 +19,11 @@ free ports of 127.0.0.1, with a data directory of its own.
 ``restart()``, ``bootstrap``, ``port``, ``proc``, ``logs()``. Ports and data
 survive a restart, so clients reconnect to the same address.
 
+``ReferenceKafkaCluster`` is a cluster of them (issue 26): one KRaft controller
+(node id 100) and N brokers (1..N, 3 by default), one JVM each, with replication
+factors of 3 and a killed broker fenced within seconds; its controls are those of
+kafkalite's ``ClusterProcess`` (``kill_node``, ``stop_node``, ``start_node``, ...).
+
 Set ``KAFKALITE_NO_REFERENCE_KAFKA=1`` to skip everything that needs it.
 """
 
@@ -226,47 +231,35 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-class ReferenceKafka:
-    """One Apache Kafka 4.x (KAFKA_VERSION) KRaft node (broker + controller) on 127.0.0.1."""
+class _KafkaProcess:
+    """One JVM running ``kafka.Kafka`` on a data directory of its own: its files (``server.properties``,
+    log4j2, ``logs/``), the format, the process (dies with the test process) and its readiness waits.
 
-    kind = "kafka"
+    A subclass says what the node is by ``_properties()``; ``ReferenceKafka`` and each node of a
+    ``ReferenceKafkaCluster`` are one.
+    """
 
-    def __init__(self, data_dir: Path | None = None, config: dict | None = None, heap: str = "512m") -> None:
-        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="reference-kafka-"))
-        self.config = {**DEFAULT_CONFIG, **{k: str(v) for k, v in (config or {}).items()}}
+    what = "reference Kafka"  # in error messages
+
+    def __init__(self, data_dir: Path, heap: str, cluster_id: str) -> None:
+        self.data_dir = Path(data_dir)
         self.heap = heap
+        self.cluster_id = cluster_id
         self.proc: subprocess.Popen | None = None
-        self.port: int | None = None
-        self.controller_port: int | None = None
-        self.cluster_id = new_cluster_id()
-        self.startup_seconds: float | None = None  # of the last start(), from exec to ready
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
 
     @property
     def log_file(self) -> Path:
         return self.data_dir / "server.log"
 
+    def _properties(self) -> dict:
+        raise NotImplementedError
+
     # -- files -------------------------------------------------------------
 
     def _write_config(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        props = {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": str(self.data_dir / "logs"),
-            **self.config,
-        }
         path = self.data_dir / "server.properties"
-        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        path.write_text("".join(f"{k}={v}\n" for k, v in self._properties().items()))
         (self.data_dir / "log4j2.properties").write_text(LOG4J2.format(log=self.log_file))
         return path
 
@@ -288,18 +281,12 @@ class ReferenceKafka:
         if proc.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
 
-    # -- lifecycle ---------------------------------------------------------
+    # -- the process -------------------------------------------------------
 
-    def start(self, timeout: float = 120.0) -> ReferenceKafka:
-        ok, reason = available()
-        if not ok:
-            raise RuntimeError(reason)
+    def _spawn(self, props: Path) -> None:
+        """Format (the first time) and exec the node; returns at once."""
         if self.proc is not None:
-            raise RuntimeError("reference Kafka already running")
-        if self.port is None:  # first start; a restart keeps the ports so clients reconnect
-            self.port, self.controller_port = _free_port(), _free_port()
-        props = self._write_config()
-        began = time.monotonic()
+            raise RuntimeError(f"{self.what} already running")
         self._format(props)
         out = open(self.data_dir / "stdout.txt", "ab")
         try:
@@ -311,47 +298,40 @@ class ReferenceKafka:
             )
         finally:
             out.close()
-        try:
-            self._wait_ready(began + timeout)
-        except BaseException:
-            self.kill()
-            raise
-        self.startup_seconds = time.monotonic() - began
-        return self
 
-    def _wait_ready(self, deadline: float) -> None:
-        def left() -> float:
-            return max(0.0, deadline - time.monotonic())
+    def _check_alive(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            rc = None if self.proc is None else self.proc.returncode
+            raise RuntimeError(f"{self.what} exited ({rc}) during startup\n{self.logs(40)}")
 
-        # 1. the listener accepts connections
+    def _wait_listening(self, port: int, deadline: float) -> None:
+        """Until ``port`` accepts connections (or the process exits, or ``deadline``)."""
         def listening() -> bool:
             self._check_alive()
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=1):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
                 return True
             return False
 
-        wait_until(listening, timeout=left(), what=f"reference Kafka to open port {self.port}", describe=lambda: self.logs(40))
-        # 2. the broker answers Metadata with itself as a registered, unfenced broker
+        wait_until(listening, timeout=max(0.0, deadline - time.monotonic()), what=f"{self.what} to open port {port}",
+                   describe=lambda: self.logs(40))
+
+    def _wait_registered(self, bootstrap: str, node_id: int, deadline: float) -> None:
+        """Until the broker at ``bootstrap`` answers Metadata with ``node_id`` as a registered, unfenced broker."""
         from confluent_kafka.admin import AdminClient
 
         quiet = logging.getLogger("reference-kafka.readiness")
         quiet.addHandler(logging.NullHandler())
         quiet.propagate = False
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "logger": quiet})
+        admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet})
 
         def registered() -> bool:
             self._check_alive()
             with contextlib.suppress(Exception):
-                return 1 in admin.list_topics(timeout=2).brokers
+                return node_id in admin.list_topics(timeout=2).brokers
             return False
 
-        wait_until(registered, timeout=left(), interval=0.1, what="reference Kafka to answer Metadata as broker 1",
-                   describe=lambda: self.logs(40))
-
-    def _check_alive(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            rc = None if self.proc is None else self.proc.returncode
-            raise RuntimeError(f"reference Kafka exited ({rc}) during startup\n{self.logs(40)}")
+        wait_until(registered, timeout=max(0.0, deadline - time.monotonic()), interval=0.1,
+                   what=f"{self.what} to answer Metadata as broker {node_id}", describe=lambda: self.logs(40))
 
     def stop(self, timeout: float = 60.0) -> int:
         """SIGTERM and wait: Kafka's controlled shutdown."""
@@ -373,16 +353,263 @@ class ReferenceKafka:
             self.proc.wait()
             self.proc = None
 
-    def restart(self) -> ReferenceKafka:
-        self.stop()
-        return self.start()
-
     def logs(self, last: int | None = None) -> str:
         text = ""
         for f in (self.data_dir / "stdout.txt", self.log_file):
             with contextlib.suppress(OSError):
                 text += f.read_text(errors="replace")
         return "\n".join(text.splitlines()[-last:]) if last else text
+
+
+class ReferenceKafka(_KafkaProcess):
+    """One Apache Kafka 4.x (KAFKA_VERSION) KRaft node (broker + controller) on 127.0.0.1."""
+
+    kind = "kafka"
+
+    def __init__(self, data_dir: Path | None = None, config: dict | None = None, heap: str = "512m") -> None:
+        super().__init__(Path(data_dir or tempfile.mkdtemp(prefix="reference-kafka-")), heap, new_cluster_id())
+        self.config = {**DEFAULT_CONFIG, **{k: str(v) for k, v in (config or {}).items()}}
+        self.port: int | None = None
+        self.controller_port: int | None = None
+        self.startup_seconds: float | None = None  # of the last start(), from exec to ready
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _properties(self) -> dict:
+        return {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir / "logs"),
+            **self.config,
+        }
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def start(self, timeout: float = 120.0) -> ReferenceKafka:
+        ok, reason = available()
+        if not ok:
+            raise RuntimeError(reason)
+        if self.proc is not None:
+            raise RuntimeError("reference Kafka already running")
+        if self.port is None:  # first start; a restart keeps the ports so clients reconnect
+            self.port, self.controller_port = _free_port(), _free_port()
+        props = self._write_config()
+        began = time.monotonic()
+        self._spawn(props)
+        try:
+            self._wait_ready(began + timeout)
+        except BaseException:
+            self.kill()
+            raise
+        self.startup_seconds = time.monotonic() - began
+        return self
+
+    def _wait_ready(self, deadline: float) -> None:
+        self._wait_listening(self.port, deadline)  # 1. the listener accepts connections
+        self._wait_registered(self.bootstrap, 1, deadline)  # 2. Metadata names it, registered and unfenced
+
+    def restart(self) -> ReferenceKafka:
+        self.stop()
+        return self.start()
+
+
+# What a cluster of ReferenceKafkaCluster changes of DEFAULT_CONFIG ("{rf}": min(3, brokers)), on every node.
+CLUSTER_CONFIG = {
+    "offsets.topic.replication.factor": "{rf}",
+    "transaction.state.log.replication.factor": "{rf}",
+    "transaction.state.log.min.isr": "1",
+    "share.coordinator.state.topic.replication.factor": "{rf}",
+    "share.coordinator.state.topic.min.isr": "1",
+    "default.replication.factor": "{rf}",
+    # a broker killed is fenced (dropped from Metadata and the ISRs, its partitions led by others)
+    # broker.session.timeout.ms after its last heartbeat: the controller's setting; the brokers'
+    # heartbeat interval must stay well below it (Kafka's defaults: 9 s and 2 s)
+    "broker.session.timeout.ms": "2500",
+    "broker.heartbeat.interval.ms": "250",
+}
+
+
+class _ClusterNode(_KafkaProcess):
+    """A node of a ReferenceKafkaCluster: the controller or a broker."""
+
+    def __init__(self, cluster: ReferenceKafkaCluster, node_id: int, heap: str) -> None:
+        self.cluster = cluster
+        self.node_id = node_id
+        self.is_controller = node_id == cluster.CONTROLLER_ID
+        self.what = f"reference Kafka {'controller' if self.is_controller else 'broker'} {node_id}"
+        super().__init__(cluster.data_dir / (f"controller-{node_id}" if self.is_controller else f"broker-{node_id}"), heap, cluster.cluster_id)
+        self.port = _free_port()  # kept across restarts, so clients reconnect to the same address
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _properties(self) -> dict:
+        controller = self.cluster.controller
+        common = {
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": f"{controller.node_id}@{controller.address}",
+            "controller.listener.names": "CONTROLLER",
+            "log.dirs": str(self.data_dir / "logs"),
+        }
+        if self.is_controller:
+            own = {
+                "process.roles": "controller",
+                "listeners": f"CONTROLLER://{self.address}",
+                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
+            }
+        else:
+            own = {
+                "process.roles": "broker",
+                "listeners": f"PLAINTEXT://{self.address}",
+                "advertised.listeners": f"PLAINTEXT://{self.address}",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            }
+        return {**common, **own, **self.cluster.config}
+
+    def start(self) -> None:
+        self._spawn(self._write_config())
+
+    def wait_ready(self, deadline: float) -> None:
+        try:
+            self._wait_listening(self.port, deadline)
+            if not self.is_controller:
+                self._wait_registered(self.address, self.node_id, deadline)
+        except BaseException:
+            self.kill()
+            raise
+
+
+class ReferenceKafkaCluster:
+    """Apache Kafka 4.x (KAFKA_VERSION) as a KRaft cluster on 127.0.0.1: one controller
+    (``process.roles=controller``, node id 100) and ``brokers`` brokers (node ids 1..N), each
+    a JVM with a port and a data directory of its own under ``data_dir``, formatted with one
+    cluster id.
+
+    Its controls are those of kafkalite's ``broker.multinode.testing.ClusterProcess`` that a
+    Kafka cluster has: ``bootstrap_servers``, ``address(i)``, ``nodes`` ({id: (address, pid)}),
+    ``kill_node(i)`` (SIGKILL), ``stop_node(i)`` (SIGTERM: controlled shutdown), ``start_node(i)``
+    (returns once the broker is registered and unfenced), ``close()``. A node keeps its port and
+    data across a restart. Which broker leads a partition or hosts a coordinator is Kafka's
+    choice: ask Metadata and FindCoordinator.
+
+    ``CLUSTER_CONFIG`` is what it changes of ``DEFAULT_CONFIG`` (replication factors of 3, a
+    killed broker fenced within about 2.5 s); ``config`` overrides both, on every node.
+    """
+
+    kind = "kafka"
+    CONTROLLER_ID = 100
+
+    def __init__(self, data_dir: Path | None = None, brokers: int = 3, config: dict | None = None,
+                 heap: str = "320m", controller_heap: str = "256m") -> None:
+        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="reference-kafka-cluster-"))
+        rf = str(min(3, brokers))
+        self.config = {**DEFAULT_CONFIG, **{k: v.format(rf=rf) for k, v in CLUSTER_CONFIG.items()},
+                       **{k: str(v) for k, v in (config or {}).items()}}
+        self.cluster_id = new_cluster_id()
+        self.controller = _ClusterNode(self, self.CONTROLLER_ID, controller_heap)
+        self.brokers = {i: _ClusterNode(self, i, heap) for i in range(1, brokers + 1)}
+        self.startup_seconds: float | None = None  # of start(), from the first exec to every broker ready
+
+    # -- what clients need ---------------------------------------------------
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(b.address for b in self.brokers.values())
+
+    def address(self, node_id: int) -> str:
+        return self.brokers[node_id].address
+
+    @property
+    def nodes(self) -> dict[int, tuple[str, int | None]]:
+        """{broker id: (address, pid or None while it is down)}."""
+        return {i: (b.address, b.proc.pid if b.proc is not None else None) for i, b in self.brokers.items()}
+
+    def pid(self, node_id: int) -> int | None:
+        return self.nodes[node_id][1]
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def start(self, timeout: float = 180.0) -> ReferenceKafkaCluster:
+        ok, reason = available()
+        if not ok:
+            raise RuntimeError(reason)
+        began = time.monotonic()
+        deadline = began + timeout
+        everyone = [self.controller, *self.brokers.values()]
+        try:
+            self._each(everyone, lambda n: n._format(n._write_config()))  # one JVM each: side by side
+            for node in everyone:
+                node.start()
+            self._each(everyone, lambda n: n.wait_ready(deadline))
+            wait_until(self._all_registered, timeout=max(0.0, deadline - time.monotonic()), interval=0.1,
+                       what="every reference Kafka broker to list every broker")
+        except BaseException:
+            self.close()
+            raise
+        self.startup_seconds = time.monotonic() - began
+        return self
+
+    @staticmethod
+    def _each(nodes: list[_ClusterNode], fn) -> None:
+        """fn(node) for every node at once (each waits on a JVM); the first error is raised after all end."""
+        import concurrent.futures
+
+        with concurrent.futures.ThreadPoolExecutor(len(nodes)) as pool:
+            for future in [pool.submit(fn, n) for n in nodes]:
+                future.result()
+
+    def _all_registered(self) -> bool:
+        from confluent_kafka.admin import AdminClient
+
+        quiet = logging.getLogger("reference-kafka.readiness")
+        for b in self.brokers.values():
+            try:
+                seen = AdminClient({"bootstrap.servers": b.address, "logger": quiet}).list_topics(timeout=2).brokers
+            except Exception:  # noqa: BLE001 - not yet
+                return False
+            if set(seen) != set(self.brokers):
+                return False
+        return True
+
+    def kill_node(self, node_id: int) -> None:
+        """SIGKILL broker ``node_id`` (returns once it is dead; the controller fences it about
+        ``broker.session.timeout.ms`` later)."""
+        self.brokers[node_id].kill()
+
+    def stop_node(self, node_id: int, timeout: float = 60.0) -> int:
+        """SIGTERM broker ``node_id`` and wait for its controlled shutdown."""
+        return self.brokers[node_id].stop(timeout)
+
+    def start_node(self, node_id: int, timeout: float = 120.0) -> None:
+        """Start broker ``node_id`` again (same port and data); returns once it is registered and unfenced."""
+        broker = self.brokers[node_id]
+        broker.start()
+        broker.wait_ready(time.monotonic() + timeout)
+
+    def close(self) -> None:
+        """Stop every broker (SIGTERM, side by side), then the controller."""
+        self._each(list(self.brokers.values()), lambda b: b.stop(30))
+        self.controller.stop(30)
+
+    def logs(self, node_id: int, last: int | None = None) -> str:
+        node = self.controller if node_id == self.CONTROLLER_ID else self.brokers[node_id]
+        return node.logs(last)
+
+    def __enter__(self) -> ReferenceKafkaCluster:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 if __name__ == "__main__":  # make reference-kafka: fetch the jars, start the broker once, report

@@ -7,6 +7,8 @@
   activated by the controller.
 - ``standby.py``: what a node that is not active answers (NOT_LEADER_OR_FOLLOWER with
   the leader's address, NOT_COORDINATOR, NOT_CONTROLLER).
+- ``forwarding.py``: admin requests a standby node forwards to the active node (KIP-590),
+  and the active node's side of running them.
 - ``view.py``: ``ClusterView``, a node's image of the cluster (nodes, their addresses,
   the active node, the topics), read by Metadata, FindCoordinator and DescribeCluster.
 - ``channel.py``: the controller-node channel: bounded, size-prefixed JSON frames.

@@ -38,10 +38,16 @@ def command(data_dir, op: str, node_id: int | None = None, *, timeout: float = 6
             sock.connect(control_address(data_dir))
         except OSError as exc:
             raise ControlError(f"no cluster controller serves {data_dir}: {exc}") from exc
-        sock.sendall(json.dumps(request).encode() + b"\n")
+        try:
+            sock.sendall(json.dumps(request).encode() + b"\n")
+        except OSError:
+            pass  # the controller may have answered and closed first (a refused uid): its answer is still there to read
         data = b""
         while not data.endswith(b"\n"):
-            chunk = sock.recv(65536)
+            try:
+                chunk = sock.recv(65536)
+            except OSError as exc:
+                raise ControlError(f"the controller closed the connection during {op}: {exc}") from exc
             if not chunk:
                 break
             data += chunk

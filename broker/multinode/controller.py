@@ -13,7 +13,8 @@ need not import the broker again), and then:
   id; the choice bumps the cluster epoch, kept in ``<data-dir>/cluster.json``;
 - sends every node an image whenever a node comes or goes, the active node
   changes or the active node publishes its topics;
-- relays a standby node's auto-created topic to the active node;
+- relays a standby node's auto-created topic to the active node, and the admin requests
+  a standby node forwards to it (``forwarding.py``) with their answers;
 - serves the control socket (an abstract Unix socket named after the data
   directory, ``control.py``): nodes, stop-node, kill-node, start-node, move-leader.
 
@@ -273,6 +274,16 @@ class Controller:
         elif kind == "applied":
             slot.applied = int(message["seq"])
             self._synced()
+        elif kind == "fwd":  # a request forwarded to the active node (forwarding.py), answered back to the sender
+            active = self.slots.get(self.active)
+            if active is not None and active.live and active.channel is not None and active is not slot:
+                active.channel.send({**message, "from": slot.node_id})
+            else:
+                slot.channel.send({"t": "fwd-answer", "id": message.get("id")})
+        elif kind == "fwd-answer":
+            to = self.slots.get(message.get("to"))
+            if to is not None and to.live and to.channel is not None:
+                to.channel.send(message)
         elif kind == "create":
             active = self.slots.get(self.active)
             if active is not None and active.live and active is not slot:

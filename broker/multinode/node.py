@@ -14,6 +14,7 @@ it stops a single broker.
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import signal
 import sys
@@ -24,6 +25,7 @@ from storage.config import LogConfig
 from ..cluster import Partition, Topic, TopicError
 from ..logs import get_logger
 from .channel import Channel, ChannelClosed
+from .forwarding import FORWARD_ROOM, Forwarder, handle_forwarded
 from .standby import Standby
 from .view import ClusterView
 
@@ -68,6 +70,7 @@ class Node:
         self.broker.update_hooks()
         self.broker.cluster.forward_create = self._forward_create
         self.channel: Channel | None = None
+        self.forwarder: Forwarder | None = None
         self.stop = asyncio.Event()
         self.activating: asyncio.Task | None = None
         # metadata propagation: the active node's publications are numbered; the controller says
@@ -97,6 +100,7 @@ class Node:
 
         loop.add_signal_handler(signal.SIGUSR1, diagnostics.dump, broker)  # as a single broker: state to stderr
         self.channel = await Channel.open(self.sock)
+        broker.standby.forwarder = self.forwarder = Forwarder(self.channel.send)
         self.channel.send({
             "t": "hello", "id": self.config.node_id, "pid": os.getpid(),
             "advertised": {li.name: list(li.advertised) for li in broker.listeners},
@@ -130,6 +134,7 @@ class Node:
         broker = self.broker
         if kind == "image":
             self.view.apply(message)
+            self.forwarder.active_changed(self.view.active)
             if "seq" in message:
                 self.channel.send({"t": "applied", "seq": message["seq"]})
             if broker.standby is not None and self.activating is None:
@@ -144,6 +149,10 @@ class Node:
             self.synced_changed = asyncio.Event()
         elif kind == "create" and self.view.serving:
             asyncio.ensure_future(self._create(message))
+        elif kind == "fwd":
+            asyncio.ensure_future(self._forwarded(message))
+        elif kind == "fwd-answer":
+            self.forwarder.answered(message)
 
     async def _activate(self) -> None:
         broker = self.broker
@@ -173,6 +182,25 @@ class Node:
             except TimeoutError:
                 return False
         return True
+
+    async def _forwarded(self, message: dict) -> None:
+        """A request another node forwarded (``forwarding.py``): run it if this node serves, and
+        send the answer back (no body: the other node answers its client NOT_CONTROLLER)."""
+        body = None
+        if self.view.serving:
+            try:
+                body = await handle_forwarded(self.broker, message)
+            except Exception as exc:  # noqa: BLE001 - a handler bug, as on a client's own connection
+                log.error("handler failed", api=message.get("key"), version=message.get("ver"), forwarded_from=message.get("from"), exc_info=exc)
+                hook = self.broker.on_handler_error
+                if hook is not None:
+                    hook(str(message.get("key")), message, exc)
+        answer = {"t": "fwd-answer", "id": message.get("id"), "to": message.get("from")}
+        if body is not None and len(body) <= FORWARD_ROOM:
+            answer["body"] = base64.b64encode(body).decode()
+        elif body is not None:  # too large for the channel: the client asks the active node itself
+            log.info("answer too large to forward back", api=message.get("key"), bytes=len(body))
+        self.channel.send(answer)
 
     async def _create(self, message: dict) -> None:
         """A topic a standby node was asked to auto-create (its Metadata said LEADER_NOT_AVAILABLE)."""

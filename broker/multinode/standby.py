@@ -16,8 +16,9 @@ created), FindCoordinator and DescribeCluster (both name the active node). The o
   partitions (the leader lists them);
 - an idempotent producer's InitProducerId is answered here, with an id of this node's
   own range (``standby_producer_id``);
-- everything else (admin requests): NOT_CONTROLLER, on which clients look up the
-  controller again (Metadata's ``controller_id`` is the active node).
+- admin requests (CreateTopics, ACLs, configs, ...): forwarded to the active node and
+  answered with its answer (``forwarding.py``); NOT_CONTROLLER while there is no active
+  node, on which clients look up the controller again (Metadata's ``controller_id``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from __future__ import annotations
 import time
 
 from protocol.errors import ErrorCode
+
+from .forwarding import FORWARDED
 
 PASS = object()  # "let the handler answer"
 # Metadata, FindCoordinator, SASL, ApiVersions, DescribeConfigs (the image's configs), DescribeCluster
@@ -60,6 +63,7 @@ class Standby:
         self.broker = broker
         self.view = view
         self.ids = StandbyIds(view.node_id)
+        self.forwarder = None  # broker.multinode.forwarding.Forwarder, once the node has its channel
 
     def answer(self, ctx, event):
         """The answer to ``event`` (a decoded request), or ``PASS`` for its handler."""
@@ -72,6 +76,8 @@ class Standby:
         if key in PARTITION_APIS:
             body = error_response(event, ErrorCode.not_leader_or_follower)
             if isinstance(body, dict):
+                if key == FETCH and "error_code" in body:
+                    body["error_code"] = ErrorCode.none  # as Kafka: the partitions carry the error, or the Java consumer ignores their leader hints
                 self._hint(ctx, event, body)
             return body
         if key == LIST_GROUPS:
@@ -89,6 +95,9 @@ class Standby:
         if key in COORDINATOR_APIS:
             loading = view.active == view.node_id
             return error_response(event, ErrorCode.coordinator_load_in_progress if loading else ErrorCode.not_coordinator)
+        leader = view.leader()
+        if self.forwarder is not None and key in FORWARDED and leader not in (-1, view.node_id):
+            return self.forwarder.forward(ctx, event, leader)  # a coroutine: the dispatch awaits it
         return error_response(event, ErrorCode.not_controller)
 
     def _hint(self, ctx, event, body: dict) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Coroutine
 
 from protocol.codec import build, drop_unknown, response_class
 from protocol.connection import Request, ServerConnection, UnsupportedVersion
@@ -15,6 +16,22 @@ from protocol.fast import ENCODERS as FAST_ENCODERS, Partial
 
 from ..handlers import HANDLERS, RequestContext
 from .common import _answer_size, _ConnectionLog
+
+
+async def handle(broker, ctx, event: Request):
+    """The handler's answer. On the active node of a cluster, a request that changed the
+    cluster's metadata (topics, configs: anything ``Cluster`` saved and published) is answered
+    only once every live node has applied the change, so the client sees it at once on any
+    node (``broker.multinode.node.Node.propagated``); requests forwarded from other nodes
+    (``broker/multinode/forwarding.py``) pass here too."""
+    barrier = broker.metadata_barrier
+    if barrier is None:
+        return await HANDLERS[event.api_key].handle(ctx, event.body)
+    before = barrier.published
+    body = await HANDLERS[event.api_key].handle(ctx, event.body)
+    if barrier.published != before:
+        await barrier.propagated()
+    return body
 
 
 class Dispatch:
@@ -78,19 +95,8 @@ class Dispatch:
             self._handler_failed(event, exc)
             return None
 
-    async def _handle(self, event: Request):
-        """The handler's answer. On the active node of a cluster, a request that changed the
-        cluster's metadata (topics, configs: anything ``Cluster`` saved and published) is answered
-        only once every live node has applied the change, so the client sees it at once on any
-        node (``broker.multinode.node.Node.propagated``)."""
-        barrier = self.broker.metadata_barrier
-        if barrier is None:
-            return await HANDLERS[event.api_key].handle(self.ctx, event.body)
-        before = barrier.published
-        body = await HANDLERS[event.api_key].handle(self.ctx, event.body)
-        if barrier.published != before:
-            await barrier.propagated()
-        return body
+    def _handle(self, event: Request):
+        return handle(self.broker, self.ctx, event)
 
     def _storage_failed(self, event: Request, exc: OSError) -> bytes | list | None:
         """A handler's write failed on the disk (ENOSPC, EIO): KAFKA_STORAGE_ERROR in every error
@@ -147,6 +153,10 @@ class Dispatch:
             body = standby.answer(self.ctx, event)
             if body is standby.PASS:
                 body = None
+            elif isinstance(body, Coroutine):  # forwarded to the active node (broker/multinode/forwarding.py)
+                body = await body
+                if self.closing:
+                    return None
             elif body is not None and not isinstance(body, dict):  # NO_RESPONSE (Produce with acks=0)
                 return None
         if plan is not None:

@@ -18,6 +18,8 @@ import uuid
 
 import pytest
 
+from tests.multinode_support import Recorder
+from tests.multinode_support import create_topic as _create
 from tests.raw import RawClient
 from tests.wait import wait_until
 
@@ -26,12 +28,6 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_COORDINATOR = 16
-NOT_CONTROLLER = 41
-
-
-def _create(bootstrap: str, name: str, partitions: int, rf: int = 3) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, rf)])[name].result(30)
 
 
 def _await_exit(pids: list[int], timeout: float = 30.0) -> list[int]:
@@ -53,20 +49,6 @@ def _await_exit(pids: list[int], timeout: float = 30.0) -> list[int]:
     finally:
         for fd in fds:
             os.close(fd)
-
-
-class Recorder:
-    """A producer's delivery reports: what was acknowledged, per partition in order."""
-
-    def __init__(self) -> None:
-        self.acked: list[tuple[int, int, bytes]] = []
-        self.errors: list[str] = []
-
-    def __call__(self, err, msg) -> None:
-        if err is None:
-            self.acked.append((msg.partition(), msg.offset(), msg.value()))
-        else:
-            self.errors.append(err.name())
 
 
 def _read_all(bootstrap: str, topic: str, count: int, *, group: str | None = None, isolation: str = "read_uncommitted") -> list:
@@ -134,9 +116,41 @@ def test_a_standby_node_answers_with_the_leader(kafkalite_cluster):
         assert [(c.error_code, c.node_id, c.port) for c in find.coordinators] == [(0, 1, int(port))]
         heartbeat = raw.request(12, 4, {"group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": None})
         assert heartbeat.error_code == NOT_COORDINATOR
-        create = raw.request(19, 7, {"topics": [{"name": "u", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+    finally:
+        raw.close()
+
+
+def test_a_standby_node_forwards_admin_requests_to_the_active_node(kafkalite_cluster):
+    """KIP-590: CreateTopics, DeleteTopics and config changes sent to a standby node are forwarded, and
+    answered once the standby node shows the change (NOT_CONTROLLER without an active node:
+    tests/unit/test_multinode_parts.py)."""
+    cluster = kafkalite_cluster(nodes=3)
+    raw = RawClient(cluster.address(2))
+    try:
+        create = raw.request(19, 7, {"topics": [{"name": "u", "num_partitions": 3, "replication_factor": 2, "assignments": [],
+                                                 "configs": [{"name": "retention.ms", "value": "60000"}]}],
                                      "timeout": 5000, "validate_only": False})
-        assert create.topics[0].error_code == NOT_CONTROLLER
+        assert [(t.name, t.error_code, t.num_partitions) for t in create.topics] == [("u", 0, 3)]
+        # answered once node 2 applied it: its own Metadata lists the topic at once
+        md = raw.request(3, 12, {"topics": [{"topic_id": uuid.UUID(int=0), "name": "u"}], "allow_auto_topic_creation": False,
+                                 "include_topic_authorized_operations": False})
+        assert [(t.name, t.error_code, len(t.partitions)) for t in md.topics] == [("u", 0, 3)]
+        again = raw.request(19, 7, {"topics": [{"name": "u", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+                                    "timeout": 5000, "validate_only": False})
+        assert again.topics[0].error_code == 36  # TOPIC_ALREADY_EXISTS, from the active node
+        alter = raw.request(44, 1, {"resources": [{"resource_type": 2, "resource_name": "u",
+                                                   "configs": [{"name": "retention.ms", "config_operation": 0, "value": "120000"}]}],
+                                    "validate_only": False})
+        assert [(r.error_code, r.resource_name) for r in alter.responses] == [(0, "u")]
+        for node_id in (2, 3):  # every node shows the new value at once
+            admin = AdminClient({"bootstrap.servers": cluster.address(node_id)})
+            configs = admin.describe_configs([ck.admin.ConfigResource("topic", "u")])
+            assert next(iter(configs.values())).result(10)["retention.ms"].value == "120000"
+        delete = raw.request(20, 6, {"topics": [{"name": "u", "topic_id": uuid.UUID(int=0)}], "timeout": 5000})
+        assert [(r.name, r.error_code) for r in delete.responses] == [("u", 0)]
+        md = raw.request(3, 12, {"topics": [{"topic_id": uuid.UUID(int=0), "name": "u"}], "allow_auto_topic_creation": False,
+                                 "include_topic_authorized_operations": False})
+        assert md.topics[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION on node 2 as soon as the delete is answered
     finally:
         raw.close()
 
@@ -522,7 +536,10 @@ def test_the_control_socket_refuses_other_users(kafkalite_cluster):
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
                 sock.settimeout(30)
                 sock.connect(address)
-                sock.sendall(b'{"op": "kill-node", "id": 1}\n')
+                try:
+                    sock.sendall(b'{"op": "kill-node", "id": 1}\n')
+                except OSError:
+                    pass  # the controller refuses before reading the command, and may have closed already
                 os.write(write_end, sock.recv(4096))
         finally:
             os._exit(0)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
@@ -25,7 +26,12 @@ from tests.peers.suites import SUITES, Suite
 
 REQUIRE = bool(os.environ.get("KAFKALITE_REQUIRE_CLIENTS"))
 MODE = os.environ.get("KAFKALITE_PEERS", "gate")
+# units run this many at a time (each against its own broker): most of a unit's time is the runner
+# waiting on timeouts, so two at once take about half the time of one after the other
+PARALLEL = max(1, int(os.environ.get("KAFKALITE_PEERS_PARALLEL", "2")))
 _prepared: dict[str, object] = {}
+_runs: dict[tuple[str, str], Future] = {}
+_pool: ThreadPoolExecutor | None = None
 
 
 class StaleListing(UserWarning):
@@ -57,13 +63,48 @@ UNIT_BROKER_ARGS = {
 }
 
 
-def check_unit(suite_name: str, unit: str, tmp_path) -> None:
-    """Run ``unit`` of the suite against a fresh kafkalite and apply the pass list to its tests."""
+def _run_unit(suite: Suite, built, unit: str, data_dir) -> object:
+    with brokers.kafkalite(data_dir, suite.partitions, UNIT_BROKER_ARGS.get((suite.name, unit), ())) as broker:
+        return suite.run(built, unit, broker.bootstrap)
+
+
+def upcoming(request, argname: str) -> list[str]:
+    """The ``argname`` values of the next ``PARALLEL - 1`` selected tests of this test function,
+    in the session's order: the units to start while this one runs."""
+    items = request.session.items
+    out: list[str] = []
+    try:
+        at = items.index(request.node)
+    except ValueError:
+        return out
+    for item in items[at + 1:]:
+        if len(out) >= PARALLEL - 1:
+            break
+        if getattr(item, "function", None) is request.node.function:
+            out.append(item.callspec.params[argname])
+    return out
+
+
+def _outcome(suite: Suite, built, unit: str, ahead: list[str], tmp_path_factory):
+    """The unit's outcome, started now unless already under way, with the ``ahead`` units started
+    beside it (at most ``PARALLEL`` run at once)."""
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(PARALLEL, thread_name_prefix="peer-unit")
+    for name in (unit, *ahead):
+        if (suite.name, name) not in _runs:
+            data_dir = tmp_path_factory.mktemp(f"{suite.name}-{name}") / "data"
+            _runs[(suite.name, name)] = _pool.submit(_run_unit, suite, built, name, data_dir)
+    return _runs.pop((suite.name, unit)).result()
+
+
+def check_unit(suite_name: str, unit: str, tmp_path_factory, ahead: list[str] = ()) -> None:
+    """Run ``unit`` of the suite against a fresh kafkalite (unless it was started ahead) and apply
+    the pass list to its tests; ``ahead`` (``upcoming``) are the units to start beside it."""
     suite = SUITES[suite_name]
     built = prepared(suite)
     plist = expected.load(suite_name)
-    with brokers.kafkalite(tmp_path / "data", suite.partitions, UNIT_BROKER_ARGS.get((suite_name, unit), ())) as broker:
-        outcome = suite.run(built, unit, broker.bootstrap)
+    outcome = _outcome(suite, built, unit, list(ahead), tmp_path_factory)
     verdicts = {name: expected.verdict(name, plist.tests.get(name), result, outcome.detail)
                 for name, result in suite.results(outcome).items()}
     for v in verdicts.values():

@@ -33,6 +33,7 @@ import re
 import shutil
 import subprocess
 import tarfile
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -206,7 +207,7 @@ def run(built: Built, number: str, bootstrap: str, timeout: float = TEST_TIMEOUT
                "LD_LIBRARY_PATH": f"{built.root / 'src'}:{built.root / 'src-cpp'}"}
         if group_protocol or GROUP_PROTOCOL:
             env["TEST_CONSUMER_GROUP_PROTOCOL"] = group_protocol or GROUP_PROTOCOL
-        before = set(_litter(built))
+        _litter_enter(built)
         start = time.monotonic()
         try:
             proc = subprocess.run(["./test-runner", "-L", "-Q", "-p1"], cwd=built.tests_dir, env=env,
@@ -215,10 +216,10 @@ def run(built: Built, number: str, bootstrap: str, timeout: float = TEST_TIMEOUT
         except subprocess.TimeoutExpired as e:
             output = (e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else e.stdout or "")
             output += f"\nkilled after {timeout:.0f}s"
+        finally:
+            _litter_leave(built)
         seconds = time.monotonic() - start
         states = _report_states(report)
-        for path in set(_litter(built)) - before:
-            path.unlink(missing_ok=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     subtests = {name: _STATES.get(states.get(name, ""), "fail") for name in names}
@@ -246,6 +247,30 @@ def _summary(output: str) -> str:
 def _litter(built: Built) -> list[Path]:
     """The files the runner leaves in its directory: statistics and the legacy consumer's offset files."""
     return [*built.tests_dir.glob("stats_*.json"), *built.tests_dir.glob("rdkafkatest_*.offset")]
+
+
+# runners may share the directory (the gate runs units side by side): what they leave is removed
+# once none runs, so that no runner loses an offset file it reads back
+_tidy = threading.Lock()
+_running = 0
+_before: set[Path] = set()
+
+
+def _litter_enter(built: Built) -> None:
+    global _running, _before
+    with _tidy:
+        if _running == 0:
+            _before = set(_litter(built))
+        _running += 1
+
+
+def _litter_leave(built: Built) -> None:
+    global _running
+    with _tidy:
+        _running -= 1
+        if _running == 0:
+            for path in set(_litter(built)) - _before:
+                path.unlink(missing_ok=True)
 
 
 def _report_states(report: Path) -> dict[str, str]:

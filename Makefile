@@ -28,7 +28,7 @@ test: install spark-jars
 test-unit: install
 	$(BIN)/pytest -q tests/unit
 
-# the image, docker-compose.yml and kafkalite.testcontainers with a real engine (also part of make test);
+# the image, docker-compose.yml, docker-compose.cluster.yml and kafkalite.testcontainers with a real engine (also part of make test);
 # tools/docker/engine.sh fetches and starts the engine (root, Debian apt), cached in ~/.cache/kafkalite/docker
 test-docker: install
 	$(BIN)/pytest -q tests/docker

@@ -23,3 +23,27 @@ def free_port() -> int:
             _handed.add(port)
             return port
     raise RuntimeError("no fresh ephemeral port in 1000 tries")
+
+
+def free_ports_in_a_row(count: int) -> int:
+    """The first of ``count`` consecutive ports nobody listens on now, none of them returned
+    before (a cluster's fixed ports: node i on the base port + i - 1)."""
+    for _ in range(1000):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        ports = range(base, base + count)
+        if ports[-1] > 65535 or any(p in _handed for p in ports) or not all(_bindable(p) for p in ports[1:]):
+            continue
+        _handed.update(ports)
+        return base
+    raise RuntimeError(f"no {count} fresh consecutive ports in 1000 tries")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

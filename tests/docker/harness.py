@@ -187,6 +187,13 @@ def free_port() -> int:
     return fresh()
 
 
+def free_ports_in_a_row(count: int) -> int:
+    """The first of ``count`` consecutive free host ports (tests/ports.py)."""
+    from tests.ports import free_ports_in_a_row as fresh
+
+    return fresh(count)
+
+
 def loadavg() -> str:
     try:
         return Path("/proc/loadavg").read_text().strip()

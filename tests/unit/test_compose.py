@@ -1,6 +1,6 @@
 """The container files, tested without a Docker engine.
 
-- ``docker-compose.yml`` validates against the Compose Specification's JSON
+- ``docker-compose.yml`` and ``docker-compose.cluster.yml`` validate against the Compose Specification's JSON
   schema. The schema is the copy that the ``check-jsonschema`` package ships
   (``check_jsonschema/builtin_schemas/vendor/compose-spec.json``, taken from
   the compose-spec project), installed from PyPI with the test extras; nothing
@@ -12,6 +12,12 @@
   prints READY; the HEALTHCHECK command passes while it runs and fails once
   it has stopped on the STOPSIGNAL. The compose service's environment boots
   the same way, and each listener advertises what compose says.
+- ``docker-compose.cluster.yml`` (``kafkalite serve --nodes 3``): its environment
+  is a 3-node configuration, its published port range is exactly the nodes'
+  EXTERNAL ports (host side equal to container side), ``KAFKALITE_BOOTSTRAP``
+  names every node, and the same environment boots three nodes outside a
+  container, each advertising its own ports, with the healthcheck command
+  passing while the cluster runs and failing once it has stopped.
 
 What this cannot show: that ``docker build`` succeeds, or how the image
 behaves under a real engine (volumes, networking, health states); tests/docker
@@ -41,6 +47,7 @@ from broker.cli import config_from_args
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
+CLUSTER_COMPOSE = ROOT / "docker-compose.cluster.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 # variables read by the admin CLI rather than by `kafkalite serve`
 ADMIN_VARIABLES = {"KAFKALITE_BOOTSTRAP"}
@@ -51,8 +58,8 @@ def compose_schema() -> dict:
     return json.loads(ref.read_text())
 
 
-def load_compose(text: str | None = None) -> dict:
-    return YAML(typ="safe").load(COMPOSE.read_text() if text is None else text)
+def load_compose(text: str | None = None, path: Path = COMPOSE) -> dict:
+    return YAML(typ="safe").load(path.read_text() if text is None else text)
 
 
 def schema_errors(document: dict) -> list[str]:
@@ -318,3 +325,144 @@ def test_compose_environment_boots_and_each_listener_advertises_its_address(tmp_
 def test_examples_show_their_help(path):
     out = subprocess.run([sys.executable, str(ROOT / path), "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "--bootstrap" in out.stdout
+
+
+# ==================================================================== the cluster compose file
+
+CLUSTER_NODES = 3
+
+
+def _cluster_service() -> dict:
+    return load_compose(path=CLUSTER_COMPOSE)["services"]["kafkalite"]
+
+
+def _port_range(text: str) -> list[int]:
+    first, _, last = text.partition("-")
+    return list(range(int(first), int(last or first) + 1))
+
+
+def _published_ranges(svc: dict, environ: dict | None = None) -> list[tuple[str, list[int], list[int]]]:
+    """(host address, host ports, container ports) of each ``ports:`` entry, interpolated."""
+    out = []
+    for entry in svc["ports"]:
+        address, host, container = interpolate(str(entry), environ).split(":")
+        out.append((address, _port_range(host), _port_range(container)))
+    return out
+
+
+def test_cluster_compose_file_validates_against_the_compose_specification():
+    doc = load_compose(path=CLUSTER_COMPOSE)
+    assert schema_errors(doc) == []
+    broken = load_compose(path=CLUSTER_COMPOSE)
+    broken["services"]["kafkalite"]["healthcheck"]["start_intervall"] = "500ms"
+    assert any("start_intervall" in e for e in schema_errors(broken))
+
+
+def test_cluster_compose_environment_is_a_three_node_configuration_the_broker_accepts():
+    merged = {**image_env(dockerfile_instructions()), **_service_env(_cluster_service())}
+    for name in merged:
+        if name.startswith("KAFKALITE_") and name not in ADMIN_VARIABLES:
+            field = name[len("KAFKALITE_") :].lower()
+            assert hasattr(config_from_args(["serve"], environ={}), field), f"{name} is not a broker setting"
+    cfg = config_from_args(["serve"], environ=merged)
+    assert cfg.nodes == CLUSTER_NODES
+    specs = {s.name: s for s in cfg.listener_specs()}
+    assert set(specs) == {"INTERNAL", "EXTERNAL"}
+    assert (specs["INTERNAL"].host, specs["INTERNAL"].port, specs["INTERNAL"].advertised()) == ("0.0.0.0", 9092, ("kafkalite", 9092))
+    assert (specs["EXTERNAL"].host, specs["EXTERNAL"].port, specs["EXTERNAL"].advertised()) == ("0.0.0.0", 19092, ("localhost", 19092))
+    # KAFKALITE_EXTERNAL_PORT moves the bound and the advertised port together (the container's ports are the host's)
+    moved = {**merged, **_service_env(_cluster_service(), {"KAFKALITE_EXTERNAL_PORT": "29192", "KAFKALITE_EXTERNAL_HOST": "broker.example"})}
+    external = {s.name: s for s in config_from_args(["serve"], environ=moved).listener_specs()}["EXTERNAL"]
+    assert (external.port, external.advertised()) == (29192, ("broker.example", 29192))
+
+
+@pytest.mark.parametrize("environ", [{}, {"KAFKALITE_EXTERNAL_PORT": "29192", "KAFKALITE_EXTERNAL_PORT_LAST": "29194"}], ids=["defaults", "moved"])
+def test_cluster_compose_publishes_every_nodes_external_port_and_bootstraps_from_every_node(environ):
+    doc = load_compose(path=CLUSTER_COMPOSE)
+    svc = doc["services"]["kafkalite"]
+    env = _service_env(svc, environ)
+    listeners = {s.name: s for s in config_from_args(["serve"], environ=env).listener_specs()}
+    # node i serves each listener on its port + i - 1 (docs/multinode.md)
+    external = [listeners["EXTERNAL"].port + i for i in range(CLUSTER_NODES)]
+    internal = [listeners["INTERNAL"].port + i for i in range(CLUSTER_NODES)]
+    assert not set(external) & set(internal), "the two listeners' port ranges overlap"
+    # every node's EXTERNAL port is published on loopback, the host's port equal to the container's,
+    # since each node advertises the port it binds; INTERNAL is not published
+    assert _published_ranges(svc, environ) == [("127.0.0.1", external, external)]
+    assert listeners["EXTERNAL"].advertised()[1] == external[0]
+    # the admin CLI (and the healthcheck's neighbours) reach every node over loopback
+    assert env["KAFKALITE_BOOTSTRAP"].split(",") == [f"127.0.0.1:{p}" for p in internal]
+    assert listeners["INTERNAL"].host == "0.0.0.0"
+
+
+def test_cluster_compose_volume_and_healthcheck():
+    doc = load_compose(path=CLUSTER_COMPOSE)
+    svc = doc["services"]["kafkalite"]
+    env = _service_env(svc)
+    (mount,) = svc["volumes"]
+    volume, target = mount.split(":")[:2]
+    assert volume in doc["volumes"] and target == env["KAFKALITE_DATA_DIR"]
+    assert volume != "kafkalite-data" and doc["name"] != load_compose()["name"], "shares a volume or project with docker-compose.yml"
+    kind, script = svc["healthcheck"]["test"]
+    assert kind == "CMD-SHELL" and script.startswith("kafkalite cluster --json nodes |"), script
+    assert svc["healthcheck"]["start_interval"] == "500ms"
+    assert svc["image"] == _kafkalite_service()["image"] and svc["build"] == _kafkalite_service()["build"]
+
+
+class Cluster:
+    """The Dockerfile's ENTRYPOINT + CMD with ``nodes = 3``: ``NODE id address pid`` lines, then READY."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.stderr: list[str] = []
+        self.lines: list[str] = []
+        ready = threading.Event()
+        threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True).start()
+
+        def read() -> None:
+            for line in self.proc.stdout:
+                self.lines.append(line.strip())
+                if line.startswith("READY "):
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not ready.wait(60) or not any(line.startswith("READY ") for line in self.lines):
+            self.proc.kill()
+            raise AssertionError(f"no READY line: {self.lines!r}\n{''.join(self.stderr[-30:])}")
+        self.nodes = {int(w[1]): w[2] for w in (line.split() for line in self.lines) if w[0] == "NODE"}
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(60)
+
+
+def test_cluster_compose_environment_boots_three_nodes_and_its_healthcheck_passes(tmp_path):
+    from tests.ports import free_ports_in_a_row
+
+    instructions = dockerfile_instructions()
+    argv = exec_form(instructions, "ENTRYPOINT") + exec_form(instructions, "CMD")
+    svc = _cluster_service()
+    internal, external = free_ports_in_a_row(CLUSTER_NODES), free_ports_in_a_row(CLUSTER_NODES)
+    # the external port as compose's variables move it; INTERNAL bound to free loopback ports
+    env = {**_base_env(tmp_path), **image_env(instructions),
+           **_service_env(svc, {"KAFKALITE_EXTERNAL_PORT": str(external), "KAFKALITE_EXTERNAL_PORT_LAST": str(external + CLUSTER_NODES - 1)})}
+    env["KAFKALITE_LISTENERS"] = env["KAFKALITE_LISTENERS"].replace("0.0.0.0:9092", f"127.0.0.1:{internal}").replace("0.0.0.0:", "127.0.0.1:")
+    env["KAFKALITE_BOOTSTRAP"] = ",".join(f"127.0.0.1:{internal + i}" for i in range(CLUSTER_NODES))
+    env["KAFKALITE_DATA_DIR"] = str(tmp_path / "data")
+    health = ["sh", "-c", svc["healthcheck"]["test"][1]]
+    cluster = Cluster(argv, env, tmp_path)
+    try:
+        assert cluster.nodes == {i: f"kafkalite:{9091 + i}" for i in range(1, CLUSTER_NODES + 1)}, cluster.lines
+        ok = subprocess.run(health, env=env, capture_output=True, text=True, timeout=30)
+        assert ok.returncode == 0, ok.stderr
+        for node in range(CLUSTER_NODES):
+            for port, expected in ((external + node, {i: ("localhost", external + i - 1) for i in cluster.nodes}),
+                                   (internal + node, {i: ("kafkalite", 9091 + i) for i in cluster.nodes})):
+                with AdminClient(f"127.0.0.1:{port}") as client:
+                    assert {b.node_id: (b.host, b.port) for b in client.metadata([]).brokers} == expected, port
+    finally:
+        rc = cluster.stop()
+    assert rc == 0, "".join(cluster.stderr[-20:])
+    down = subprocess.run(health, env=env, capture_output=True, text=True, timeout=30)
+    assert down.returncode != 0

@@ -323,6 +323,9 @@ class Cluster:
         # node that does not serve the data, which has no topic of its own to create
         self.on_saved = None
         self.forward_create = None
+        # a cluster node serving the data: ``preferred_election(elect)`` runs ElectLeaders' PREFERRED
+        # election ("not_needed", "unavailable" or "elect"; broker/multinode/node.py)
+        self.preferred_election = None
         # serialises CreateTopics / CreatePartitions, as Kafka's controller does
         self.admin_lock = asyncio.Lock()
         self.logs = LogManager(

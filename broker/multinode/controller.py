@@ -291,6 +291,16 @@ class Controller:
             active = self.slots.get(self.active)
             if active is not None and active.live and active is not slot:
                 active.channel.send({"t": "create", "name": message.get("name"), "partitions": message.get("partitions")})
+        elif kind == "move-leader" and slot.node_id == self.active:  # ElectLeaders on the active node: the preferred replica leads again
+            target = message.get("id")
+            if isinstance(target, int) and target in self.slots and target != self.active and self.slots[target].live:
+                asyncio.ensure_future(self._move_for_election(target))
+
+    async def _move_for_election(self, node_id: int) -> None:
+        try:
+            await self.move_leader(node_id)
+        except (TimeoutError, ValueError) as exc:
+            log.warning("preferred leader election failed", node_id=node_id, error=str(exc) or type(exc).__name__)
 
     def _synced(self) -> None:
         """Tell the active node how far every live node has applied its publications."""

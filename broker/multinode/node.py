@@ -79,6 +79,21 @@ class Node:
         self.synced = 0
         self.synced_changed = asyncio.Event()
 
+    def _preferred_election(self, elect: bool) -> str:
+        """ElectLeaders' PREFERRED election on this node (broker/handlers/elect_leaders.py): the preferred
+        replica of every partition is the lowest node id, the first of Metadata's replicas. "not_needed"
+        when it leads, "unavailable" when it is down; else "elect", and with ``elect`` the controller is
+        asked to move leadership to it, once this step's answers are on their way (call_soon)."""
+        view = self.view
+        preferred = min(view.nodes) if view.nodes else view.node_id
+        if preferred == view.leader():
+            return "not_needed"
+        if not view.nodes.get(preferred, {}).get("live"):
+            return "unavailable"
+        if elect:
+            asyncio.get_running_loop().call_soon(self.channel.send, {"t": "move-leader", "id": preferred})
+        return "elect"
+
     def _forward_create(self, name: str, partitions: int) -> None:
         if self.channel is not None:
             self.channel.send({"t": "create", "name": name, "partitions": partitions})
@@ -164,6 +179,7 @@ class Node:
         cluster.by_id.clear()
         await broker.activate()
         cluster.on_saved = self._publish
+        cluster.preferred_election = self._preferred_election
         broker.metadata_barrier = self  # .published and .propagated(): see broker/net/dispatch.py
         self.view.activated = True
         self._publish()

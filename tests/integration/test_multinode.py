@@ -447,6 +447,44 @@ def test_stop_start_and_move_leader(kafkalite_cluster):
     assert sorted(got) == sorted(rec.acked)
 
 
+def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(kafkalite_cluster):
+    """ElectLeaders PREFERRED, sent to a standby node (forwarded, KIP-590): the lowest node id, the first
+    of every partition's replicas, leads again; not needed while it leads, not available while it is down."""
+    from protocol.errors import ErrorCode
+
+    cluster = kafkalite_cluster(nodes=3)
+    _create(cluster.bootstrap_servers, "elect", 2)
+
+    def elect(node: int, partitions=(0, 1), election_type: int = 0):
+        raw = RawClient(cluster.address(node))
+        try:
+            body = {"election_type": election_type, "timeout": 30_000,
+                    "topic_partitions": None if partitions is None else [{"topic": "elect", "partitions": list(partitions)}]}
+            answer = raw.request(43, 2, body)
+        finally:
+            raw.close()
+        assert answer.error_code == 0
+        return {(t.topic, r.partition_id): r.error_code for t in answer.replica_election_results for r in t.partition_result}
+
+    def leaders(node: int) -> set[int]:
+        md = AdminClient({"bootstrap.servers": cluster.address(node)}).list_topics("elect", timeout=10)
+        return {p.leader for p in md.topics["elect"].partitions.values()}
+
+    assert cluster.active == 1
+    assert elect(3) == {("elect", 0): ErrorCode.election_not_needed, ("elect", 1): ErrorCode.election_not_needed}
+    assert cluster.move_leader("elect", 0, 2)["active"] == 2
+    assert elect(2, election_type=1) == {("elect", 0): ErrorCode.election_not_needed, ("elect", 1): ErrorCode.election_not_needed}  # unclean: it has a leader
+    assert elect(3) == {("elect", 0): ErrorCode.none, ("elect", 1): ErrorCode.none}
+    wait_until(lambda: cluster.active == 1 and leaders(3) == {1}, what="node 1 leading again", describe=lambda: cluster.describe())
+    wait_until(lambda: [n["live"] for n in cluster.describe()["nodes"]] == [True, True, True], what="the old leader back as a standby")
+    assert cluster.move_leader("elect", 0, 2)["active"] == 2
+    cluster.kill_node(1)
+    every = elect(3, partitions=None)  # every partition, __consumer_offsets' too
+    assert {k: v for k, v in every.items() if k[0] == "elect"} == {("elect", 0): ErrorCode.preferred_leader_not_available, ("elect", 1): ErrorCode.preferred_leader_not_available}
+    assert set(every.values()) == {ErrorCode.preferred_leader_not_available} and len(every) > 2
+    assert cluster.active == 2
+
+
 def test_transactions_commit_exactly_once_across_a_coordinator_kill(kafkalite_cluster):
     """Must-have 3: batches written in transactions while the transaction coordinator's node is
     killed; a read_committed consumer sees every committed batch once and nothing else."""

@@ -194,6 +194,45 @@ def free_ports_in_a_row(count: int) -> int:
     return fresh(count)
 
 
+class ComposeProject:
+    """A compose file brought up under a project name of its own (``<prefix>-<hex>``), so that
+    its containers, volumes and networks are found by label and removed with it."""
+
+    def __init__(self, docker, prefix: str, env: dict[str, str]) -> None:
+        self.docker = docker
+        self.project = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        self.env = env
+
+    def compose_args(self) -> list[str]:
+        """``-f FILE`` (and ``--profile``) of this project's compose file: a subclass's."""
+        raise NotImplementedError
+
+    def compose(self, *args: str, **kw):
+        return self.docker.run("compose", "-p", self.project, *self.compose_args(), *args, env=self.env, **kw)
+
+    def project_resources(self) -> dict[str, list[str]]:
+        label = f"label=com.docker.compose.project={self.project}"
+        return {
+            "containers": self.docker.out("ps", "-aq", "--filter", label).split(),
+            "volumes": self.docker.out("volume", "ls", "-q", "--filter", label).split(),
+            "networks": self.docker.out("network", "ls", "-q", "--filter", label).split(),
+        }
+
+    def up(self, metrics, name: str):
+        """Build, ``up --wait``, yield the project, ``down -v`` whatever happened: a fixture's body.
+        The build and start-up times go to ``metrics`` as ``<name>_build_s`` and ``<name>_up_wait_s``."""
+        try:
+            t0 = time.monotonic()
+            self.compose("build", timeout=1800)
+            metrics.record(f"{name}_build_s", round(time.monotonic() - t0, 1))
+            t0 = time.monotonic()
+            self.compose("up", "--detach", "--wait", "--wait-timeout", "120", timeout=300)
+            metrics.record(f"{name}_up_wait_s", round(time.monotonic() - t0, 1))
+            yield self
+        finally:
+            self.compose("down", "--volumes", "--remove-orphans", "--timeout", "20", check=False, timeout=120)
+
+
 def loadavg() -> str:
     try:
         return Path("/proc/loadavg").read_text().strip()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -19,19 +18,21 @@ from confluent_kafka import Consumer, Producer
 from tests.wait import wait_until
 
 from . import clients
-from .harness import BASE_IMAGE, ROOT, free_ports_in_a_row
+from .harness import BASE_IMAGE, ROOT, ComposeProject, free_ports_in_a_row
 
 NODES = 3  # the service's KAFKALITE_NODES
 COMPOSE_FILE = ROOT / "docker-compose.cluster.yml"
 
 
-class Cluster:
+class Cluster(ComposeProject):
     def __init__(self, docker) -> None:
-        self.docker = docker
-        self.project = f"kl-cluster-{uuid.uuid4().hex[:8]}"
         first = free_ports_in_a_row(NODES)
         self.ports = {node: first + node - 1 for node in range(1, NODES + 1)}  # node id -> its host port
-        self.env = {"PYTHON_IMAGE": BASE_IMAGE, "KAFKALITE_EXTERNAL_PORT": str(first), "KAFKALITE_EXTERNAL_PORT_LAST": str(first + NODES - 1)}
+        super().__init__(docker, "kl-cluster", {"PYTHON_IMAGE": BASE_IMAGE, "KAFKALITE_EXTERNAL_PORT": str(first),
+                                                "KAFKALITE_EXTERNAL_PORT_LAST": str(first + NODES - 1)})
+
+    def compose_args(self) -> list[str]:
+        return ["-f", str(COMPOSE_FILE)]
 
     def address(self, node: int) -> str:
         return f"localhost:{self.ports[node]}"
@@ -39,9 +40,6 @@ class Cluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(self.address(n) for n in sorted(self.ports))
-
-    def compose(self, *args: str, **kw):
-        return self.docker.run("compose", "-p", self.project, "-f", str(COMPOSE_FILE), *args, env=self.env, **kw)
 
     def container(self) -> str:
         (container,) = self.compose("ps", "-q", "kafkalite").stdout.split()
@@ -57,14 +55,6 @@ class Cluster:
     def logs(self) -> str:
         return self.compose("logs", "--no-color", "kafkalite", check=False).stdout[-4000:]
 
-    def project_resources(self) -> dict[str, list[str]]:
-        label = f"label=com.docker.compose.project={self.project}"
-        return {
-            "containers": self.docker.out("ps", "-aq", "--filter", label).split(),
-            "volumes": self.docker.out("volume", "ls", "-q", "--filter", label).split(),
-            "networks": self.docker.out("network", "ls", "-q", "--filter", label).split(),
-        }
-
 
 def brokers(bootstrap: str) -> dict[int, str]:
     """Metadata's brokers, id -> host:port, as a host client sees them."""
@@ -74,17 +64,7 @@ def brokers(bootstrap: str) -> dict[int, str]:
 
 @pytest.fixture(scope="module")
 def cluster(docker, kafkalite_image, metrics):
-    c = Cluster(docker)
-    try:
-        t0 = time.monotonic()
-        c.compose("build", timeout=1800)
-        metrics.record("compose_cluster_build_s", round(time.monotonic() - t0, 1))
-        t0 = time.monotonic()
-        c.compose("up", "--detach", "--wait", "--wait-timeout", "120", timeout=300)
-        metrics.record("compose_cluster_up_wait_s", round(time.monotonic() - t0, 1))
-        yield c
-    finally:
-        c.compose("down", "--volumes", "--remove-orphans", "--timeout", "20", check=False, timeout=120)
+    yield from Cluster(docker).up(metrics, "compose_cluster")
 
 
 def test_the_external_ports_are_published_as_chosen(docker):

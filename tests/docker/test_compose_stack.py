@@ -9,29 +9,25 @@ pinned base image, since no registry is reachable here. Nothing else is changed.
 from __future__ import annotations
 
 import json
-import time
-import uuid
 
 import pytest
 
 from tests.wait import wait_until
 
 from . import clients
-from .harness import BASE_IMAGE, ROOT, free_port
+from .harness import BASE_IMAGE, ROOT, ComposeProject, free_port
 
 PARTITIONS = 6  # the producer service's PARTITIONS
 
 
-class Stack:
+class Stack(ComposeProject):
     def __init__(self, docker) -> None:
-        self.docker = docker
-        self.project = f"kl-test-{uuid.uuid4().hex[:8]}"
         self.port = free_port()
         self.bootstrap = f"localhost:{self.port}"
-        self.env = {"PYTHON_IMAGE": BASE_IMAGE, "KAFKALITE_EXTERNAL_PORT": str(self.port)}
+        super().__init__(docker, "kl-test", {"PYTHON_IMAGE": BASE_IMAGE, "KAFKALITE_EXTERNAL_PORT": str(self.port)})
 
-    def compose(self, *args: str, **kw):
-        return self.docker.run("compose", "-p", self.project, "-f", str(ROOT / "docker-compose.yml"), "--profile", "examples", *args, env=self.env, **kw)
+    def compose_args(self) -> list[str]:
+        return ["-f", str(ROOT / "docker-compose.yml"), "--profile", "examples"]
 
     def containers(self, service: str) -> list[str]:
         return self.compose("ps", "-q", service).stdout.split()
@@ -40,28 +36,10 @@ class Stack:
         out = self.compose("exec", "-T", "kafkalite", "kafkalite", "groups", "describe", group, "--json", check=False)
         return json.loads(out.stdout) if out.stdout.strip() else {"members": [], "error": out.stderr}
 
-    def project_resources(self) -> dict[str, list[str]]:
-        label = f"label=com.docker.compose.project={self.project}"
-        return {
-            "containers": self.docker.out("ps", "-aq", "--filter", label).split(),
-            "volumes": self.docker.out("volume", "ls", "-q", "--filter", label).split(),
-            "networks": self.docker.out("network", "ls", "-q", "--filter", label).split(),
-        }
-
 
 @pytest.fixture(scope="module")
 def stack(docker, kafkalite_image, metrics):
-    s = Stack(docker)
-    try:
-        t0 = time.monotonic()
-        s.compose("build", timeout=1800)
-        metrics.record("compose_build_s", round(time.monotonic() - t0, 1))
-        t0 = time.monotonic()
-        s.compose("up", "--detach", "--wait", "--wait-timeout", "120", timeout=300)
-        metrics.record("compose_up_wait_s", round(time.monotonic() - t0, 1))
-        yield s
-    finally:
-        s.compose("down", "--volumes", "--remove-orphans", "--timeout", "20", check=False, timeout=120)
+    yield from Stack(docker).up(metrics, "compose")
 
 
 def test_the_examples_image_is_built_by_one_service_only(docker):

@@ -303,3 +303,51 @@ def test_a_forwarded_request_failing_on_the_disk_is_answered_kafka_storage_error
     raw = asyncio.run(handle_forwarded(SimpleNamespace(metadata_barrier=None), message))
     answer, _ = decode(response_class(19, 7), raw)
     assert [(t.name, t.error_code) for t in answer.topics] == [("u", ErrorCode.kafka_storage_error)]
+
+
+def _controller(tmp_path, nodes=3):
+    from broker.multinode.controller import Controller
+
+    return Controller(SimpleNamespace(data_dir=tmp_path, nodes=nodes), lock_fd=-1)
+
+
+def test_only_the_active_node_may_ask_for_a_preferred_leader_election(tmp_path, monkeypatch):
+    controller = _controller(tmp_path)
+    moved = []
+    done = asyncio.Event()
+
+    async def move_leader(node_id):
+        moved.append(node_id)
+        done.set()
+
+    monkeypatch.setattr(controller, "move_leader", move_leader)
+
+    async def run():
+        controller.active = 2
+        for slot in controller.slots.values():
+            slot.live = True
+        controller.slots[3].live = False
+        for sender, message in ((1, {"t": "move-leader", "id": 1}),  # a standby: ignored
+                                (2, {"t": "move-leader", "id": "1"}), (2, {"t": "move-leader", "id": 9}),  # not a node
+                                (2, {"t": "move-leader", "id": 2}),  # itself: nothing to move
+                                (2, {"t": "move-leader", "id": 3}),  # down
+                                (2, {"t": "move-leader"}),
+                                (2, {"t": "move-leader", "id": 1})):
+            controller._on(controller.slots[sender], message)
+        await asyncio.wait_for(done.wait(), 10)  # the last one's task: any earlier one would have run before it
+
+    asyncio.run(run())
+    assert moved == [1]
+
+
+def test_a_lost_cluster_json_counts_the_epochs_on_from_the_partitions(tmp_path):
+    from storage.leader_epochs import LeaderEpochs
+
+    for name, epoch in (("a-0", 3), ("b-1", 7)):
+        (tmp_path / name).mkdir()
+        LeaderEpochs(tmp_path / name, fsync=False).assign(epoch, 10)
+    assert _controller(tmp_path).epoch == 7
+    (tmp_path / "cluster.json").write_text('{"version": 1, "epoch": 9}')
+    assert _controller(tmp_path).epoch == 9
+    (tmp_path / "cluster.json").write_text('{"version": 1, "ep')  # damaged
+    assert _controller(tmp_path).epoch == 7

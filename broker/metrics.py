@@ -120,8 +120,10 @@ class _StateCollector:
         self.events_offset = part.log.log_end_offset if part is not None else 0
 
     def _events_partition(self):
+        """The group event stream's partition, if this node serves its log (a standby node's has none)."""
         topic = self.metrics.broker.cluster.topics.get(EVENTS_TOPIC)
-        return topic.partitions[0] if topic is not None and topic.partitions else None
+        part = topic.partitions[0] if topic is not None and topic.partitions else None
+        return part if part is not None and part.log is not None else None
 
     def _read_events(self) -> None:
         part = self._events_partition()

@@ -35,11 +35,13 @@ UNDEFINED = (-1, -1)
 
 
 class LeaderEpochs:
-    def __init__(self, directory: Path, *, fsync: bool) -> None:
+    def __init__(self, directory: Path, *, fsync: bool, present: bool = True) -> None:
+        """``present=False``: the caller listed the directory and saw no checkpoint (no read at start)."""
         self.path = Path(directory) / FILE
         self.fsync = fsync
         self.entries: list[tuple[int, int]] = []  # (epoch, start offset), both increasing
-        self._load()
+        if present:
+            self._load()
 
     def _load(self) -> None:
         try:

@@ -291,7 +291,7 @@ class PartitionLog(TxnLog, DurableLog):
         self._txn = r.txn
         self._txn_dirty = r.txn_dirty
         self.recovery_truncations = r.truncations  # what recovery cut (moved aside): read by the coordinators
-        self.epochs = LeaderEpochs(self.path, fsync=self.config.fsync != "never")
+        self.epochs = LeaderEpochs(self.path, fsync=self.config.fsync != "never", present=r.has_leader_epochs)
         self.epochs.truncate_from_end(self._leo)  # an epoch whose writes recovery cut wrote nothing
 
     def _write_log_start(self, offset: int) -> None:
@@ -367,7 +367,7 @@ class PartitionLog(TxnLog, DurableLog):
                 seg = self._roll_locked(first_base)
             if txn is not None and not self._txn.tracked:
                 self._start_tracking_locked(txn[0][1])
-            if leader_epoch is not None and leader_epoch > self.epochs.latest:
+            if leader_epoch and leader_epoch > self.epochs.latest:  # epoch 0 (a single node) is never written down
                 self.epochs.assign(leader_epoch, first_base)  # this epoch's first write: where it begins
             _write(seg, iov, nbytes, infos, now_ms)
             self._leo = next_off

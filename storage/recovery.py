@@ -42,6 +42,7 @@ from protocol.records import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, MAGIC, 
 
 from .config import LogConfig
 from .index import write_file_atomic
+from .leader_epochs import FILE as LEADER_EPOCHS_FILE
 from .quarantine import Truncation, aside_path, readable_batches, save_range
 from .segment import LOG_SUFFIX, Segment, parse_segment_name, segment_name
 from .txn import (
@@ -101,6 +102,7 @@ class Recovered:
     txn: TxnState  # open and aborted transactions
     txn_dirty: set[int]  # segments whose .txnindex could not be rewritten to match ``txn``
     truncations: list[Truncation]  # what was cut from the log (moved aside), for its readers to report
+    has_leader_epochs: bool = False  # the directory holds a leader-epoch-checkpoint (leader_epochs.py)
 
 
 def recover(path: Path, config: LogConfig, now_ms: Callable[[], int]) -> Recovered:
@@ -179,7 +181,7 @@ def recover(path: Path, config: LogConfig, now_ms: Callable[[], int]) -> Recover
         txn, txn_dirty = recover_txn(d, segs, leo, sync=cfg.fsync != "never")
     else:
         txn, txn_dirty = TxnState(), set()
-    return Recovered(tuple(segs), log_start, leo, pending_seal, dir_dirty, txn, txn_dirty, cuts)
+    return Recovered(tuple(segs), log_start, leo, pending_seal, dir_dirty, txn, txn_dirty, cuts, LEADER_EPOCHS_FILE in names)
 
 
 def _complete_swap(d: Path, name: str) -> None:

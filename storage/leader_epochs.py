@@ -12,7 +12,8 @@ epoch at or below the one asked for and the offset it ended at (the next
 epoch's start, or the log end offset for the current epoch); a consumer whose
 position lies past that end knows the log was truncated under it.
 
-The file is rewritten whole (``write_file_atomic``) when an epoch is added or
+The file is rewritten whole (``write_file_atomic``; fsynced under fsync=always, as the
+appends are) when an epoch is added or
 truncation drops one. One that cannot be read (damaged by hand, cut by a crash
 before the rename) is ignored with a warning: the answers then fall back to
 "every earlier epoch ends at the log end offset", as before any epoch was kept.

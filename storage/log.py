@@ -291,7 +291,9 @@ class PartitionLog(TxnLog, DurableLog):
         self._txn = r.txn
         self._txn_dirty = r.txn_dirty
         self.recovery_truncations = r.truncations  # what recovery cut (moved aside): read by the coordinators
-        self.epochs = LeaderEpochs(self.path, fsync=self.config.fsync != "never", present=r.has_leader_epochs)
+        # synced as the appends are: with fsync=always only, so that a failover's first writes to thousands
+        # of partitions do not each wait for a disk flush on the loop (a lost file only weakens the answers)
+        self.epochs = LeaderEpochs(self.path, fsync=self.config.fsync == "always", present=r.has_leader_epochs)
         self.epochs.truncate_from_end(self._leo)  # an epoch whose writes recovery cut wrote nothing
 
     def _write_log_start(self, offset: int) -> None:

@@ -73,6 +73,8 @@ _TABLE = (
     ("incremental_alter_configs", 44, "IncrementalAlterConfigs", (0, 1)),
     ("describe_log_dirs", 35, "DescribeLogDirs", (1, 4)),
     ("elect_leaders", 43, "ElectLeaders", (0, 2)),
+    ("alter_partition_reassignments", 45, "AlterPartitionReassignments", (0, 1)),
+    ("list_partition_reassignments", 46, "ListPartitionReassignments", (0, 0)),
     ("share_fetch", 78, "ShareFetch", (1, 2)),
     ("share_acknowledge", 79, "ShareAcknowledge", (1, 2)),
     ("initialize_share_group_state", 83, "InitializeShareGroupState", (0, 0)),

@@ -32,8 +32,8 @@ log = get_logger("forwarding")
 
 # what a standby node forwards: every API that changes or reads the cluster's metadata from the
 # controller (CreateTopics, DeleteTopics, the ACLs, AlterConfigs, CreatePartitions, ElectLeaders,
-# IncrementalAlterConfigs, the SCRAM credentials)
-FORWARDED = frozenset({19, 20, 29, 30, 31, 33, 37, 43, 44, 50, 51})
+# IncrementalAlterConfigs, the partition reassignments, the SCRAM credentials)
+FORWARDED = frozenset({19, 20, 29, 30, 31, 33, 37, 43, 44, 45, 46, 50, 51})
 ANSWER_TIMEOUT_S = 60.0  # beyond any client's request timeout: an answer never given is the active node's loss
 FORWARD_ROOM = (MAX_FRAME - 4096) * 3 // 4  # the body's bytes that fit in a channel frame as base64
 

@@ -192,7 +192,8 @@ def _versions() -> dict[str, tuple[str, str]]:
     java = toolchains.java_versions()
     for client in (JAVA_CLIENT, JAVA_CLIENT + " AdminClient"):
         out[client] = (java["kafka-clients"], runtime.get("java", ""))
-    out["kafka-consumer-groups"] = (java["kafka-consumer-groups"], runtime.get("java", ""))
+    for tool in ("kafka-consumer-groups", "kafka-reassign-partitions"):
+        out[tool] = (java[tool], runtime.get("java", ""))
     if "kcat" in _prepared:
         out["kcat"] = (_prepared["kcat"].versions["kcat"], "")
     return out

@@ -23,13 +23,15 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(os.environ.get("KAFKALITE_CLIENT_RESULTS") or ROOT / "build" / "client-matrix.json")
 JAVA_CLIENT = "Java kafka-clients"
 OUTPUT = ROOT / "COMPATIBILITY.md"
-ORDER = [JAVA_CLIENT, JAVA_CLIENT + " AdminClient", "kafka-consumer-groups", "franz-go", "segmentio/kafka-go", "kafkajs", "kcat"]
+ORDER = [JAVA_CLIENT, JAVA_CLIENT + " AdminClient", "kafka-consumer-groups", "kafka-reassign-partitions", "franz-go", "segmentio/kafka-go", "kafkajs", "kcat"]
 HOW = {
     JAVA_CLIENT: "org.apache.kafka:kafka-clients from Maven Central; tests/java/clients/Harness.java "
                  "(tests/integration/test_java_clients.py) and tests/clients/java/GroupConsumer.java (tests/clients/test_java.py)",
     JAVA_CLIENT + " AdminClient": "tests/java/clients/Harness.java admin mode (tests/integration/test_java_clients.py)",
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand from org.apache.kafka:kafka-tools "
                              "(tests/clients/test_java.py)",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand from org.apache.kafka:kafka-tools "
+                                 "(tests/clients/test_java.py)",
     "franz-go": "github.com/twmb/franz-go/pkg/kgo from the Go module proxy; tests/clients/go/franz (tests/clients/test_go.py)",
     "segmentio/kafka-go": "github.com/segmentio/kafka-go from the Go module proxy; tests/clients/go/segmentio (tests/clients/test_go.py)",
     "kafkajs": "kafkajs from npm; tests/clients/node/harness.js (tests/clients/test_node.py)",

@@ -14,7 +14,10 @@ matrix too, see conftest.EXTERNAL). This file adds what it does not:
 * Kafka's ``kafka-consumer-groups`` tool (ConsumerGroupCommand of kafka-tools
   4.1.0): ``--list``, ``--describe`` (offsets, ``--members``, ``--state``),
   ``--reset-offsets`` (refused while the group is active, then ``--dry-run`` and
-  ``--execute``) and ``--delete``, for a classic and a KIP-848 group.
+  ``--execute``) and ``--delete``, for a classic and a KIP-848 group;
+* Kafka's ``kafka-reassign-partitions`` tool (ReassignPartitionsCommand):
+  ``--list``, ``--generate``, ``--execute`` (with a throttle), ``--verify``
+  (which clears the throttle) and ``--cancel``.
 
 The consumers run as tests/clients/java/GroupConsumer.java (any consumer
 setting through ``--set``), compiled once by the ``java_toolchain`` fixture.
@@ -22,13 +25,14 @@ setting through ``--set``), compiled once by the ``java_toolchain`` fixture.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
 from tests.clients import harness
 from tests.clients.scenarios import broker_tail, committed_offsets, create_topic, produce_python, unique
-from tests.clients.toolchains import CONSUMER_GROUPS_MAIN, JAVA_FLAGS
+from tests.clients.toolchains import CONSUMER_GROUPS_MAIN, JAVA_FLAGS, REASSIGN_PARTITIONS_MAIN
 from tests.wait import wait_until
 
 WAIT_S = 60
@@ -190,13 +194,18 @@ def test_java_classic_group(variant, java_toolchain, broker):
 # -- kafka-consumer-groups --------------------------------------------------------------
 
 
-def consumer_groups(tc, broker, *args: str, ok: bool = True) -> harness.Run:
-    argv = [tc.paths["java"], *JAVA_FLAGS, "-cp", tc.paths["classpath"], CONSUMER_GROUPS_MAIN, "--bootstrap-server", broker.bootstrap, *args]
+def kafka_tool(tc, broker, main: str, name: str, *args: str, ok: bool = True) -> harness.Run:
+    """One run of a kafka-tools command (``main``, shown as ``name``) against ``broker``."""
+    argv = [tc.paths["java"], *JAVA_FLAGS, "-cp", tc.paths["classpath"], main, "--bootstrap-server", broker.bootstrap, *args]
     r = harness.run(argv, 90, check=False, parse=False)
     r.stdout = r.events[0]["text"]
     if ok:
-        assert r.rc == 0, f"kafka-consumer-groups {' '.join(args)} exited {r.rc}\n{r.stdout}\n{r.stderr[-3000:]}" + broker_tail(broker)
+        assert r.rc == 0, f"{name} {' '.join(args)} exited {r.rc}\n{r.stdout}\n{r.stderr[-3000:]}" + broker_tail(broker)
     return r
+
+
+def consumer_groups(tc, broker, *args: str, ok: bool = True) -> harness.Run:
+    return kafka_tool(tc, broker, CONSUMER_GROUPS_MAIN, "kafka-consumer-groups", *args, ok=ok)
 
 
 def table(text: str) -> list[dict[str, str]]:
@@ -296,3 +305,52 @@ def test_kafka_consumer_groups_tool(protocol, java_toolchain, broker):
     assert "successful" in deleted.stdout, deleted.stdout
     assert group not in consumer_groups(tc, broker, "--list").stdout.split()
     assert committed_offsets(broker, group, topic) == {}
+
+
+# -- kafka-reassign-partitions -----------------------------------------------------------
+
+
+@pytest.mark.compat("kafka-reassign-partitions", "--list, --generate, --execute with a throttle, --verify, --cancel")
+def test_kafka_reassign_partitions_tool(java_toolchain, broker, tmp_path):
+    """On one broker every reassignment it can take (to itself) is complete at once (tests/conformance has the
+    refusals side by side with Kafka); the tool's throttle is set on the broker and cleared by --verify."""
+    tc = java_toolchain
+    topic = unique("rpt")
+    create_topic(broker, topic, 2)
+    produce_python(broker, topic, partitions=2)
+
+    def tool(*args: str, ok: bool = True) -> str:
+        r = kafka_tool(tc, broker, REASSIGN_PARTITIONS_MAIN, "kafka-reassign-partitions", *args, ok=ok)
+        return r.stdout + r.stderr
+
+    node = json.loads(tool("--generate", "--topics-to-move-json-file", _json(tmp_path / "topics.json", {"version": 1, "topics": [{"topic": topic}]}),
+                           "--broker-list", "1").split("Proposed partition reassignment configuration", 1)[1].strip().splitlines()[0])
+    assert sorted((p["partition"], p["replicas"]) for p in node["partitions"]) == [(0, [1]), (1, [1])], node
+    assert "No partition reassignments found." in tool("--list")
+    plan = _json(tmp_path / "plan.json", {"version": 1, "partitions": [{"topic": topic, "partition": p, "replicas": [1]} for p in (0, 1)]})
+    executed = tool("--execute", "--reassignment-json-file", plan, "--throttle", "1000000")
+    assert f"Successfully started partition reassignments for {topic}-0,{topic}-1" in executed, executed
+    assert _broker_config(broker, "leader.replication.throttled.rate") == "1000000"
+    verified = tool("--verify", "--reassignment-json-file", plan)
+    assert f"Reassignment of partition {topic}-0 is completed." in verified and f"Reassignment of partition {topic}-1 is completed." in verified, verified
+    assert "Clearing broker-level throttles on broker 1" in verified, verified
+    assert _broker_config(broker, "leader.replication.throttled.rate") is None
+    assert "None of the specified partition reassignments are active." in tool("--cancel", "--reassignment-json-file", plan)
+    refused = tool("--execute", "--reassignment-json-file", _json(tmp_path / "bad.json", {"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [7]}]}), ok=False)
+    assert "Unknown broker id 7" in refused, refused
+
+
+def _json(path, value) -> str:
+    path.write_text(json.dumps(value))
+    return str(path)
+
+
+def _broker_config(broker, name: str) -> str | None:
+    """A dynamic config of broker 1 as DescribeConfigs shows it, None when not set dynamically."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    [future] = admin.describe_configs([ConfigResource("broker", "1")]).values()
+    entry = future.result(30).get(name)
+    return entry.value if entry is not None and entry.source == 2 else None  # ConfigSource.DYNAMIC_BROKER_CONFIG

@@ -46,6 +46,7 @@ JAVA_SRC = HERE / "java"
 JAVA_FLAGS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
               "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-Dorg.slf4j.simpleLogger.logFile=System.err"]
 CONSUMER_GROUPS_MAIN = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+REASSIGN_PARTITIONS_MAIN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 
 # upper bounds of each preparation (first run: downloads and compiles)
 GO_TIMEOUT_S = float(os.environ.get("KAFKALITE_GO_BUILD_TIMEOUT", 900))
@@ -218,7 +219,7 @@ def prepare_kcat() -> Toolchain:
 def java_versions() -> dict[str, str]:
     m = re.search(r"<kafka.version>([^<]+)</kafka.version>", (JAVA_SRC / "pom.xml").read_text())
     v = m.group(1) if m else "?"
-    return {"kafka-clients": v, "kafka-consumer-groups": v}
+    return {"kafka-clients": v, "kafka-consumer-groups": v, "kafka-reassign-partitions": v}
 
 
 def prepare_java() -> Toolchain:

@@ -121,7 +121,7 @@ def test_a_standby_node_answers_with_the_leader(kafkalite_cluster):
 
 
 def test_a_standby_node_forwards_admin_requests_to_the_active_node(kafkalite_cluster):
-    """KIP-590: CreateTopics, DeleteTopics and config changes sent to a standby node are forwarded, and
+    """KIP-590: CreateTopics, DeleteTopics, config changes and reassignments sent to a standby node are forwarded, and
     answered once the standby node shows the change (NOT_CONTROLLER without an active node:
     tests/unit/test_multinode_parts.py)."""
     cluster = kafkalite_cluster(nodes=3)
@@ -146,6 +146,12 @@ def test_a_standby_node_forwards_admin_requests_to_the_active_node(kafkalite_clu
             admin = AdminClient({"bootstrap.servers": cluster.address(node_id)})
             configs = admin.describe_configs([ck.admin.ConfigResource("topic", "u")])
             assert next(iter(configs.values())).result(10)["retention.ms"].value == "120000"
+        # the partition reassignments too: a target naming every node is complete at once, any other set refused
+        moves = raw.request(45, 1, {"timeout": 5000, "allow_replication_factor_change": True, "topics": [
+            {"name": "u", "partitions": [{"partition_index": 0, "replicas": [3, 1, 2]}, {"partition_index": 1, "replicas": [1, 2]}]}]})
+        assert [(p.partition_index, p.error_code) for t in moves.responses for p in t.partitions] == [(0, 0), (1, 39)]  # INVALID_REPLICA_ASSIGNMENT
+        listed = raw.request(46, 0, {"timeout": 5000, "topics": None})
+        assert (listed.error_code, listed.topics) == (0, ())
         delete = raw.request(20, 6, {"topics": [{"name": "u", "topic_id": uuid.UUID(int=0)}], "timeout": 5000})
         assert [(r.name, r.error_code) for r in delete.responses] == [("u", 0)]
         md = raw.request(3, 12, {"topics": [{"topic_id": uuid.UUID(int=0), "name": "u"}], "allow_auto_topic_creation": False,

@@ -184,6 +184,9 @@ def _requests(topic: str, topic_id: uuid.UUID, group: str, version: int, batch: 
                            {"resource_type": 4, "resource_name": "", "configs": [{"name": "log.retention.ms", "value": None, "config_operation": 1}]}], "validate_only": False},
         35: {"topics": None if version % 2 else [{"topic": topic, "partitions": [0, 9]}]},
         43: {"election_type": 0, "topic_partitions": [{"topic": topic, "partitions": [0, 9]}, {"topic": "nope", "partitions": [0]}], "timeout": 1000},
+        45: {"timeout": 1000, "allow_replication_factor_change": False, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "replicas": [1]}, {"partition_index": 1, "replicas": None}]}, {"name": "nope", "partitions": [partitions]}]},
+        46: {"timeout": 1000, "topics": [{"name": topic, "partition_indexes": [0]}]},
         37: {"topics": [{"name": f"{topic}-grow", "count": 2 + version, "assignments": None}], "timeout": 5000},
         42: {"groups_names": [group]},
         47: {"group_id": group, "topics": [{"name": topic, "partitions": [partitions]}]},

@@ -13,6 +13,7 @@ from ..steps import list_offsets, list_offsets_summary, produce
 from .data import fetch_v12
 
 DELETE_RECORDS, DESCRIBE_CONFIGS, ALTER_CONFIGS, DESCRIBE_LOG_DIRS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS = 21, 32, 33, 35, 43, 44
+ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 45, 46
 TOPIC, BROKER, GROUP = 2, 4, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -209,6 +210,47 @@ def elect_leaders(d: Driver):
     d.obs("preferred", r=ask(0))
     d.obs("unclean", r=ask(1))
     d.obs("v0", r=ask(0, 0))
+
+
+def _reassign(d: Driver, version: int, topics: list[tuple[str, list[tuple[int, list[int] | None]]]], allow: bool = True) -> dict:
+    body = {"timeout": 5000, "topics": [{"name": t, "partitions": [{"partition_index": p, "replicas": r} for p, r in ps]} for t, ps in topics]}
+    if version >= 1:
+        body["allow_replication_factor_change"] = allow
+    r = d.req(ALTER_REASSIGNMENTS, version, body)
+    return {"error": d.norm(r.error_code), "message": r.error_message, "allow": getattr(r, "allow_replication_factor_change", None),
+            "results": [[d.strip(x.name), [[p.partition_index, d.norm(p.error_code), p.error_message] for p in x.partitions]] for x in r.responses]}
+
+
+def _listed(d: Driver, topics: list[tuple[str, list[int]]] | None) -> dict:
+    body = {"timeout": 5000, "topics": None if topics is None else [{"name": t, "partition_indexes": ps} for t, ps in topics]}
+    r = d.req(LIST_REASSIGNMENTS, 0, body)
+    return {"error": d.norm(r.error_code), "topics": sorted([d.strip(x.name), [[p.partition_index, list(p.replicas), list(p.adding_replicas), list(p.removing_replicas)]
+                                                                      for p in x.partitions]] for x in r.topics)}
+
+
+@scenario("configs")
+def alter_partition_reassignments(d: Driver):
+    """AlterPartitionReassignments on one broker: the broker itself is accepted; empty, unregistered and repeated
+    brokers, a cancel with nothing in progress, an unknown topic or partition are refused, at v0 and v1."""
+    node = d.req(3, 12, {"topics": [], "allow_auto_topic_creation": False}).brokers[0].node_id
+    t = d.create_topic(partitions=2)
+    missing = d.topic("missing")
+    cases = [(t, [(0, [node]), (1, None), (5, [node])]), (missing, [(0, [node])])]
+    for v in (0, 1):
+        d.obs(f"v{v}", r=_reassign(d, v, cases))
+    d.obs("refused", r=_reassign(d, 1, [(t, [(0, []), (1, [node + 100])])]))
+    d.obs("repeated", r=_reassign(d, 1, [(t, [(0, [node, node])])]))
+    d.obs("rf_change_disallowed", r=_reassign(d, 1, [(t, [(0, [node]), (1, [node, node + 100])])], allow=False))
+
+
+@scenario("configs")
+def list_partition_reassignments(d: Driver):
+    """ListPartitionReassignments: nothing in progress, for all topics, named ones and unknown ones, after a reassignment."""
+    node = d.req(3, 12, {"topics": [], "allow_auto_topic_creation": False}).brokers[0].node_id
+    t = d.create_topic(partitions=2)
+    _reassign(d, 0, [(t, [(0, [node])])])
+    d.obs("all", r=_listed(d, None))
+    d.obs("named", r=_listed(d, [(t, [0, 1, 7]), (d.topic("missing"), [0])]))
 
 
 @scenario("configs")

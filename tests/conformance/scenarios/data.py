@@ -19,7 +19,7 @@ from ..steps import (
     produce_summary,
 )
 
-TRACKED_APIS = (0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 21, 33, 35, 42, 43, 44, 47, 68, 69)
+TRACKED_APIS = (0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 21, 33, 35, 42, 43, 44, 45, 46, 47, 68, 69)
 
 
 def count_records(records: bytes | None) -> list[int]:

@@ -13,8 +13,9 @@ epoch's start, or the log end offset for the current epoch); a consumer whose
 position lies past that end knows the log was truncated under it.
 
 The file is rewritten whole (``write_file_atomic``; fsynced under fsync=always, as the
-appends are) when an epoch is added or
-truncation drops one. One that cannot be read (damaged by hand, cut by a crash
+appends are) when an epoch is added, when truncation at the end drops one, and when
+the log start moves past where one began (retention and DeleteRecords: the first epoch
+kept then begins at the new log start, as in Kafka). One that cannot be read (damaged by hand, cut by a crash
 before the rename) is ignored with a warning: the answers then fall back to
 "every earlier epoch ends at the log end offset", as before any epoch was kept.
 """
@@ -75,6 +76,16 @@ class LeaderEpochs:
         if len(kept) != len(self.entries):
             self.entries = kept
             self._save()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset`` (retention, DeleteRecords), as Kafka's
+        ``truncateFromStart``: epochs that began at or below it go, and the last of them is kept,
+        beginning at ``start_offset``, since the records it wrote from there on are still here."""
+        below = [e for e in self.entries if e[1] <= start_offset]
+        if not below or (len(below) == 1 and below[0][1] == start_offset):
+            return
+        self.entries = [(below[-1][0], start_offset), *self.entries[len(below):]]
+        self._save()
 
     def end_offset_for(self, requested: int, current: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetForLeaderEpoch asking about ``requested``, on a leader

@@ -295,6 +295,7 @@ class PartitionLog(TxnLog, DurableLog):
         # of partitions do not each wait for a disk flush on the loop (a lost file only weakens the answers)
         self.epochs = LeaderEpochs(self.path, fsync=self.config.fsync == "always", present=r.has_leader_epochs)
         self.epochs.truncate_from_end(self._leo)  # an epoch whose writes recovery cut wrote nothing
+        self.epochs.truncate_from_start(r.log_start)  # a start moved by a run that stopped before it trimmed them
 
     def _write_log_start(self, offset: int) -> None:
         write_file_atomic(
@@ -429,6 +430,7 @@ class PartitionLog(TxnLog, DurableLog):
         old.delete_files(txn_index=True)
         segs = view.segs[:-1] + (new,)
         self._view = _View(segs, max(view.log_start, segs[0].base_offset) if len(segs) == 1 else view.log_start)
+        self.epochs.truncate_from_start(self._view.log_start)
         self._dir_dirty = True
         return new
 
@@ -556,6 +558,7 @@ class PartitionLog(TxnLog, DurableLog):
             while len(segs) > 1 and segs[1].base_offset <= offset:
                 doomed.append(segs.pop(0))
             self._view = _View(tuple(segs), offset)
+            self.epochs.truncate_from_start(offset)
             self._clean_upto = max(self._clean_upto, segs[0].base_offset)
             if offset > segs[0].base_offset:
                 self._write_log_start(offset)
@@ -665,6 +668,7 @@ class PartitionLog(TxnLog, DurableLog):
                 rest = cur.segs[k:]
                 new_start = max(cur.log_start, rest[0].base_offset)
                 self._view = _View(rest, new_start)
+                self.epochs.truncate_from_start(new_start)
                 self._clean_upto = max(self._clean_upto, rest[0].base_offset)
                 if new_start == rest[0].base_offset:
                     _unlink(self.path / LOG_START_FILE)

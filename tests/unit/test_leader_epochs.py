@@ -95,3 +95,39 @@ def test_the_log_assigns_an_epoch_at_its_first_append_and_keeps_it_through_trunc
     again = PartitionLog.open(tmp_path / "t-0", LogConfig())
     assert again.epochs.entries == [(4, 3)] and again.log_end_offset == 9
     again.close()
+
+
+def test_a_moved_log_start_trims_the_epochs_as_kafkas_truncate_from_start(tmp_path):
+    e = _epochs(tmp_path, [(2, 10), (5, 30), (7, 50)])
+    e.truncate_from_start(5)  # below every epoch's start: nothing goes
+    assert e.entries == [(2, 10), (5, 30), (7, 50)]
+    e.truncate_from_start(10)  # exactly where epoch 2 began: it stays as it was
+    assert e.entries == [(2, 10), (5, 30), (7, 50)]
+    e.truncate_from_start(35)  # inside epoch 5: epoch 2 goes, epoch 5 begins at the new start
+    assert e.entries == [(5, 35), (7, 50)]
+    assert e.end_offset_for(2, 7, 60) == (2, 35)  # older than any kept: it ended where the log now starts
+    assert e.end_offset_for(5, 7, 60) == (5, 50)
+    assert LeaderEpochs(tmp_path, fsync=False).entries == [(5, 35), (7, 50)]  # written down
+    e.truncate_from_start(60)  # at the log end: the current epoch is kept, from there
+    assert e.entries == [(7, 60)]
+
+
+def test_delete_records_and_retention_trim_the_log_epochs(tmp_path):
+    config = LogConfig(segment_bytes=200, retention_ms=1_000)
+    clock = lambda: 2_000.0  # noqa: E731 - seconds; the records' timestamps are about 1 s: all past retention
+    plog = PartitionLog.open(tmp_path / "t-0", config, clock=clock)
+    for epoch in (3, 3, 5, 5, 8, 8):
+        plog.append(_batches(), leader_epoch=epoch)  # small segments: a roll every batch or two
+    assert plog.epochs.entries == [(3, 0), (5, 6), (8, 12)]
+    plog.delete_records_before(7)
+    assert plog.epochs.entries == [(5, 7), (8, 12)]
+    assert plog.enforce_retention() > 0
+    start = plog.log_start_offset
+    assert start > 7 and plog.epochs.entries[0][1] == start and plog.epochs.entries[-1][0] == 8
+    assert plog.epochs.end_offset_for(3, 8, plog.log_end_offset) == (3, start)
+    plog.close()
+    again = PartitionLog.open(tmp_path / "t-0", config, clock=clock)
+    # as in Kafka, a reopen drops an epoch that begins at the log end (here every segment was past
+    # retention, so the log is empty from its end on); its next append writes it down again
+    assert again.epochs.entries == [e for e in plog.epochs.entries if e[1] < again.log_end_offset] and again.log_start_offset == start
+    again.close()

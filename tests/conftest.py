@@ -35,6 +35,7 @@ def _xdist_group(item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the node ids
 def pytest_collection_modifyitems(session, config, items):
     if getattr(config.option, "dist", "no") == "no":  # not distributed: collection order as written
         return

@@ -11,7 +11,10 @@ from storage.config import LogConfig
 
 from ..cluster import validate_topic_name
 from ..dynamic_config import ConfigError, broker_dynamic_settings, check_broker_configs, check_group_configs
+from ..logs import get_logger
 from ..security.authorizer import Operation, ResourceType
+
+log = get_logger("configs")
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -186,8 +189,8 @@ def _preprocess(ctx, res, incremental: bool) -> None:
         raise ConfigError(ErrorCode.invalid_request, f"Unknown resource type {rtype}")
 
 
-def _alter_one(ctx, res, incremental: bool, validate_only: bool) -> bool:
-    """Check (and unless ``validate_only`` apply) one resource; True if it changed anything."""
+def _alter_one(ctx, res, incremental: bool, validate_only: bool) -> dict[str, str] | None:
+    """Check (and unless ``validate_only`` apply) one resource; the values it had before, if it changed."""
     rtype, name = res.resource_type, res.resource_name
     _preprocess(ctx, res, incremental)
     if ctx.broker.authorizer is not None and not authorized(ctx, Operation.ALTER_CONFIGS, rtype, name or ""):
@@ -204,9 +207,10 @@ def _alter_one(ctx, res, incremental: bool, validate_only: bool) -> bool:
     values = _new_values(ctx, res, incremental)
     checked = validate(ctx, rtype, name, values)
     if validate_only:
-        return False
+        return None
+    before = current(ctx, rtype, name)
     apply(ctx, rtype, name, values, checked)
-    return True
+    return before
 
 
 def alter(ctx, req, *, incremental: bool) -> dict:
@@ -214,21 +218,28 @@ def alter(ctx, req, *, incremental: bool) -> dict:
     resources = req.resources or ()
     dup = duplicate_resources(resources)
     out = []
-    changed = False
+    changed: list[tuple[int, str, dict[str, str]]] = []  # (type, name, values before) of each resource applied
     for res in resources:
         entry = {"resource_type": res.resource_type, "resource_name": res.resource_name, "error_code": ErrorCode.none, "error_message": None}
         if (res.resource_type, res.resource_name) in dup:
             entry.update(error_code=ErrorCode.invalid_request, error_message="Each resource must appear at most once.")
         else:
             try:
-                changed |= _alter_one(ctx, res, incremental, req.validate_only)
+                before = _alter_one(ctx, res, incremental, req.validate_only)
+                if before is not None:
+                    changed.append((res.resource_type, res.resource_name, before))
             except ConfigError as exc:
                 entry.update(error_code=exc.code, error_message=exc.message)
         out.append(entry)
     if changed:  # one write of meta.json (temp file, fsync, rename) before the answer, as CreateTopics
         try:
             ctx.cluster._save()
-        except OSError as exc:  # a full disk: not stored, so not acknowledged (in effect until a restart)
+        except OSError as exc:  # a full disk: not stored, so not acknowledged, and not in effect either
+            for rtype, name, before in reversed(changed):  # meta.json is as it was (temp file, rename): so is the state
+                try:
+                    apply(ctx, rtype, name, before, validate(ctx, rtype, name, before))
+                except ConfigError as undo:  # values it held a moment ago: not expected to fail
+                    log.error("configs not stored could not be undone", resource_type=rtype, resource=name, error=undo.message)
             for entry in out:
                 if entry["error_code"] == ErrorCode.none:
                     entry.update(error_code=ErrorCode.kafka_storage_error, error_message=f"Could not store the configs: {exc}")

@@ -6,7 +6,8 @@ file. Then Produce answers KAFKA_STORAGE_ERROR (56), OffsetCommit answers
 NOT_COORDINATOR (Kafka's group coordinator maps a failed write to
 __consumer_offsets, KAFKA_STORAGE_ERROR, to NOT_COORDINATOR:
 CoordinatorOperationExceptionHelper), topic creation is refused or done whole,
-and Fetch, Metadata and OffsetFetch still answer. With the ballast gone writes
+and Fetch, Metadata and OffsetFetch still answer; a config change that cannot be stored is
+refused and not in effect. With the ballast gone writes
 succeed again, and a restart on the same directory finds every acknowledged
 record and commit, with no torn tail to truncate.
 """
@@ -104,6 +105,9 @@ def test_full_disk_refuses_writes_keeps_reads_and_loses_nothing(small_fs):
             {"name": "retention.ms", "config_operation": 0, "value": "3600000"}]}], "validate_only": False}
         assert [r.error_code for r in c.request(44, 1, body).responses] == [ErrorCode.kafka_storage_error]
         assert "full" in metadata(c)
+        shown = c.request(32, 4, {"resources": [{"resource_type": 2, "resource_name": "full", "configuration_keys": ["retention.ms"]}],
+                                  "include_synonyms": False, "include_documentation": False})
+        assert [(x.name, x.value) for x in shown.results[0].configs] == [("retention.ms", "604800000")]  # refused, so not in effect
 
         ballast.unlink()
         err, base = produce_answer(c, "full", 0, [(b"k", b"after-" + b"z" * 20000)])

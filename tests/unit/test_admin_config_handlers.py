@@ -8,6 +8,7 @@ Requests are built by kio and every answer is built and encoded at its version (
 from __future__ import annotations
 
 import asyncio
+import errno
 import time
 
 import pytest
@@ -122,6 +123,41 @@ def test_alter_checks_in_kafkas_order():
     assert out["static-broker"] == [(ErrorCode.invalid_request, "Cannot update these configs dynamically: [num.partitions]")]
     assert out["logger"] == [(ErrorCode.invalid_request, "Unknown resource type 8")]
     assert out["unknown-type"] == [(ErrorCode.invalid_request, "Unknown resource type 99")]
+
+
+def test_configs_that_could_not_be_stored_are_not_in_effect():
+    """meta.json cannot be written (a full disk): the answer is KAFKA_STORAGE_ERROR and the values are as
+    before, on the topic's log too (tests/integration/test_disk_full.py on a real full file system)."""
+
+    async def go():
+        from broker.testing import Broker
+
+        async with Broker() as b:
+            await b.create_topic("t", 1)
+            s = b.server
+            await ask(s, 44, 1, _incremental(TOPIC, "t", [("retention.ms", "600000", SET)]))
+            saved = s.cluster._save
+
+            def full(*args, **kwargs):
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+            s.cluster._save = full
+            both = {"resources": [
+                _incremental(TOPIC, "t", [("retention.ms", "100000", SET), ("segment.ms", "70000", SET)])["resources"][0],
+                _incremental(GROUP, "g", [("consumer.session.timeout.ms", "50000", SET)])["resources"][0],
+                _incremental(BROKER, "", [("log.retention.ms", "123456", SET)])["resources"][0]], "validate_only": False}
+            refused = [r["error_code"] for r in (await ask(s, 44, 1, both))["responses"]]
+            after = {"topic": _values(await ask(s, 32, 4, _describe(TOPIC, "t"))), "group": dict(s.cluster.group_configs),
+                     "broker": dict(s.cluster.broker_configs), "log_retention": s.cluster.topics["t"].partitions[0].log.config.retention_ms}
+            s.cluster._save = saved
+            again = [r["error_code"] for r in (await ask(s, 44, 1, both))["responses"]]
+            return refused, after, again, _values(await ask(s, 32, 4, _describe(TOPIC, "t")))
+
+    refused, after, again, stored = run(go())
+    assert refused == [ErrorCode.kafka_storage_error] * 3
+    assert after["topic"]["retention.ms"][0] == "600000" and after["topic"]["segment.ms"][0] != "70000"
+    assert after["log_retention"] == 600000 and after["group"] == {} and after["broker"] == {}
+    assert again == [ErrorCode.none] * 3 and stored["retention.ms"][0] == "100000" and stored["segment.ms"][0] == "70000"
 
 
 def test_configs_survive_a_restart_and_apply_to_the_logs(tmp_path):

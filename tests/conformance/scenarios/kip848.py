@@ -90,6 +90,7 @@ class M:
 
     def hb(self, owned: list | None = "current", **kw):
         o = self.owned if owned == "current" else owned
+        kw.setdefault("rebalance_ms", self.rebalance_ms)  # every heartbeat carries the member's rebalance timeout
         r = cghb(self.d, self.g, self.id, self.epoch, version=self.version, conn=self.conn, instance=self.instance, owned=o, **kw)
         return self._absorb(r)
 
@@ -431,9 +432,11 @@ def rebalance_timeout_fences_unrevoking_member(d: Driver):
     g = d.group()
     a = M(d, g, [t], conn="a", rebalance_ms=1000)
     a.join()
+    converge([a])  # a owns both partitions (the join's answer may come before the assignment)
+    all2 = list(a.owned)
+    d.obs("a-owns", owned=sum(len(p) for _, p in all2))
     b = M(d, g, [t], conn="b")
     b.join()
-    all2 = list(a.owned)
     d.obs("a-revoke", **shape(d, a.hb(owned=all2)))
     answers = []
 

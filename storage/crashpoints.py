@@ -60,5 +60,8 @@ def _armed(target: str, nth: int):
     return crash_point
 
 
-_spec = parse(os.environ.get(ENV, ""))
+try:
+    _spec = parse(os.environ.get(ENV, ""))
+except ValueError as exc:  # a harness's typo: one line and a stop, before anything is served
+    raise SystemExit(f"kafkalite: {exc}") from None
 crash_point = _noop if _spec is None else _armed(*_spec)

@@ -12,9 +12,10 @@ import pytest
 from tests.broker_process import ROOT, BrokerProcess
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
+def cli(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKALITE_")}
     env["PYTHONPATH"] = str(ROOT)
+    env.update(env_extra or {})
     return subprocess.run([sys.executable, "-m", "broker", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -24,6 +25,13 @@ def one_line_error(out: subprocess.CompletedProcess, code: int) -> str:
     lines = out.stderr.splitlines()
     assert len(lines) == 1, out.stderr
     return lines[0]
+
+
+@pytest.mark.parametrize("spec", ["log.append:0", ":3", "segment.roll:00"])
+def test_a_malformed_crash_point_spec_stops_the_start_with_one_line(spec, tmp_path):
+    line = one_line_error(cli("serve", "--port", "0", "--data-dir", str(tmp_path / "data"), env_extra={"KAFKALITE_CRASH_AT": spec}), 1)
+    assert "KAFKALITE_CRASH_AT" in line and "<name>[:<n>]" in line
+    assert not (tmp_path / "data").exists()  # stopped before it touched the directory
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from broker.coordinator.classic import JoinParams
 from broker.coordinator.common import CoordinatorError
 from broker.coordinator.offsets import CommitPartition
 from broker.coordinator_runtime.runtime import ACTIVE, LOADING, UNLOADED
-from broker.pending import Pending
+from broker.pending import Pending, settle
 from broker.share.state import ShareStateError, WriteData
 from broker.testing import Broker
 from protocol.errors import ErrorCode
@@ -120,6 +120,44 @@ async def test_group_requests_while_loading_get_load_in_progress(tmp_path):
         assert error.value.code is ErrorCode.coordinator_load_in_progress
         await loading
         assert await co.offset_commit("g", "", -1, None, 2, -1, [CommitPartition("t", 0, 6, -1, "")]) == [("t", 0, ErrorCode.none)]
+
+
+async def test_a_failed_append_answers_its_batch_and_reloads_the_shard_from_its_log(tmp_path):
+    """``_fail_batch``: every request of the batch whose append failed (a full disk: OSError) is answered
+    NOT_COORDINATOR, a parked join too (``_drop``), the shard reloads from its log, and serves again with
+    only what was durable."""
+    async with Broker(tmp_path, settings=ONE_PARTITION) as b:
+        co = b.server.coordinator
+        await co.loaded.wait()
+        assert await co.offset_commit("g", "", -1, None, 2, -1, [CommitPartition("t", 0, 5, -1, "")]) == [("t", 0, ErrorCode.none)]
+        rt = co.runtimes[0]
+        join = asyncio.ensure_future(co.join_group(_join("parked")))
+        await asyncio.sleep(0)
+        assert "parked" in rt.shard.groups and not join.done()
+        real_append, failures = rt._append, []
+
+        def full(parts, records):
+            failures.append(len(records))
+            raise OSError(28, "No space left on device")
+
+        rt._append = full
+        first, second = _commit(co, "g", 9), _commit(co, "h", 3)  # one batch: both fail together
+        assert type(first) is Pending and type(second) is Pending
+        for pending in (first, second):
+            with pytest.raises(CoordinatorError) as failed:
+                await asyncio.wait_for(settle(pending), 10)
+            assert failed.value.code is ErrorCode.not_coordinator
+        with pytest.raises(CoordinatorError) as join_error:
+            await asyncio.wait_for(join, 10)
+        assert join_error.value.code is ErrorCode.not_coordinator
+        assert len(failures) == 1 and failures[0] >= 2  # one append for the batch, both commits in it
+        rt._append = real_append
+        await async_wait_until(lambda: rt.state == ACTIVE, what="the shard reloaded from its log")
+        [(_, _, value)] = await co.offset_fetch("g", [("t", [0])], stable=False)
+        assert value.offset == 5  # the failed commit never became visible
+        assert await co.offset_fetch("h", [("t", [0])], stable=False) == [("t", 0, None)]  # nor did the other one
+        assert "parked" not in rt.shard.groups
+        assert await co.offset_commit("g", "", -1, None, 2, -1, [CommitPartition("t", 0, 9, -1, "")]) == [("t", 0, ErrorCode.none)]
 
 
 # ============================================================================ the transaction coordinator

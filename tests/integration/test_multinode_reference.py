@@ -34,6 +34,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from protocol.records import Record, build_batch  # noqa: E402
 
 NONE, NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS = 0, 6, 7, 19
+UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS = 3, 39, 85
 NODES = (1, 2, 3)
 METADATA_V = 12  # both answer 0..13; 12 has topic ids and names
 PRODUCE_VERSIONS = (10, 11, 12, 13)  # KIP-951's current_leader and node_endpoints from 10; 13 (topic ids) is the highest of both
@@ -57,6 +58,10 @@ KNOWN_DIFFERENCES = {
                          "heartbeat; kafkalite's controller knows at once (the node's channel closes)",
     "controller_id": "Metadata's controller_id: kafkalite names the active node, Kafka (KRaft) a live broker of its "
                      "choice; both name a live broker",
+    "reassignment": "AlterPartitionReassignments: Kafka moves a partition's replicas to any set of registered brokers and "
+                    "keeps the order asked for; kafkalite, where every node holds every partition, accepts only a target "
+                    "naming every node (complete at once, Metadata's order unchanged) and refuses other sets "
+                    "INVALID_REPLICA_ASSIGNMENT",
 }
 
 
@@ -469,3 +474,39 @@ def test_acks_all_under_min_insync_replicas(cluster):
                what=f"node {follower} back in {topic}-0's ISR")
     assert _send(cluster.address(leader), topic, "all") == ["ok"]
     assert _raw_produce(cluster, leader, topic, -1) == NONE
+
+
+# -- e. partition reassignments ---------------------------------------------------------------------
+
+def _reassign(cluster: Side, node: int, topic: str, targets: list[list[int] | None]) -> list[int]:
+    answer = cluster.request(node, 45, 1, {"timeout": 10_000, "allow_replication_factor_change": True, "topics": [
+        {"name": topic, "partitions": [{"partition_index": i, "replicas": t} for i, t in enumerate(targets)]}]})
+    assert answer.error_code == NONE
+    return [p.error_code for t in answer.responses for p in t.partitions]
+
+
+def _ongoing(cluster: Side, node: int) -> list:
+    answer = cluster.request(node, 46, 0, {"timeout": 10_000, "topics": None})
+    assert answer.error_code == NONE
+    return [(t.name, p.partition_index) for t in answer.topics for p in t.partitions]
+
+
+def test_partition_reassignments(cluster):
+    """The same reassignments through a node that does not lead partition 0 (on kafkalite a standby node, which
+    forwards them): a reordering of every replica completes at once, a cancel with nothing in progress, an unknown
+    broker and an unknown partition are refused; a subset is KNOWN_DIFFERENCES["reassignment"]."""
+    topic = _topic("moves")
+    create_topic(cluster.bootstrap_servers, topic, 4, rf=3)
+    cluster.settled(topic)
+    leader = cluster.partition(cluster.live()[0], topic)[1].leader_id
+    other = next(i for i in NODES if i != leader)
+    every = list(reversed(NODES))
+    codes = _reassign(cluster, other, topic, [every, None, [*NODES[:2], 9], [NODES[0], NODES[0], NODES[1]]])
+    assert codes == [NONE, NO_REASSIGNMENT_IN_PROGRESS, INVALID_REPLICA_ASSIGNMENT, INVALID_REPLICA_ASSIGNMENT]
+    missing = cluster.request(other, 45, 1, {"timeout": 10_000, "allow_replication_factor_change": True, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 7, "replicas": every}]}]})
+    assert [p.error_code for t in missing.responses for p in t.partitions] == [UNKNOWN_TOPIC_OR_PARTITION]
+    wait_until(lambda: _ongoing(cluster, other) == [] and _ongoing(cluster, leader) == [], timeout=60, what="no reassignment in progress")
+    assert sorted(cluster.partition(other, topic)[1].replica_nodes) == list(NODES)
+    subset = _reassign(cluster, other, topic, [None, NODES[:2]])  # KNOWN_DIFFERENCES["reassignment"]
+    assert subset[1] == (INVALID_REPLICA_ASSIGNMENT if cluster.kind == "kafkalite" else NONE)

@@ -14,6 +14,7 @@ listed unit instead of the subset ``make test`` runs (see each test module).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -53,18 +54,26 @@ def prepared(suite: Suite):
     return built
 
 
-# serve arguments for single units, where a test assumes a Kafka default that kafkalite changes on
-# purpose: 0118_commit_rebalance expects its second consumer's first revocation to come at close, which
-# holds only if both consumers join the first generation together, as Kafka's 3 s initial rebalance
-# delay makes them (kafkalite's default is 0: when the second consumer happens to join first it is
-# revoked at the first rebalance, commits with a valid generation and the test fails, about 1 run in 7)
-UNIT_BROKER_ARGS = {
-    ("librdkafka", "0118"): ("--group-initial-rebalance-delay-ms", "3000"),
-}
+_unit_brokers: dict[str, brokers.UnitBrokers] = {}  # of the cluster suites now under way (``shared_cluster``)
+
+
+@contextlib.contextmanager
+def shared_cluster(suite_name: str):
+    """While in it, the units of the cluster suite ``suite_name`` share one cluster (stopped on exit):
+    a test module's module-scoped fixture."""
+    with brokers.UnitBrokers(SUITES[suite_name]) as unit_brokers:
+        _unit_brokers[suite_name] = unit_brokers
+        try:
+            yield unit_brokers
+        finally:
+            del _unit_brokers[suite_name]
 
 
 def _run_unit(suite: Suite, built, unit: str, data_dir) -> object:
-    with brokers.kafkalite(data_dir, suite.partitions, UNIT_BROKER_ARGS.get((suite.name, unit), ())) as broker:
+    shared = _unit_brokers.get(suite.name)
+    with contextlib.ExitStack() as stack:  # without a shared cluster, the unit's own broker (or cluster)
+        unit_brokers = shared or stack.enter_context(brokers.UnitBrokers(suite))
+        broker = stack.enter_context(unit_brokers.unit(unit, data_dir))
         return suite.run(built, unit, broker.bootstrap)
 
 

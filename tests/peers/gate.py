@@ -138,3 +138,29 @@ def units(suite_name: str, subset: set[str] | None = None) -> list[str]:
     if subset is None or MODE == "full":
         return listed
     return [u for u in listed if u in subset]
+
+
+NO_LIST = "(no pass list)"
+
+
+def parameters(suite_name: str, subset: set[str] | None = None) -> list[str]:
+    """A test module's parameters: ``units(suite_name, subset)``, or ``NO_LIST`` when the list is empty."""
+    return units(suite_name, subset) or [NO_LIST]
+
+
+def gate(suite_name: str, unit: str, request, tmp_path_factory, argname: str) -> None:
+    """The body of a test module's one test: ``check_unit`` with the units ahead started beside it."""
+    if unit == NO_LIST:
+        suite = SUITES[suite_name]
+        command = f"{suite.name.removesuffix('_cluster')}{' --cluster' if suite.nodes > 1 else ''}"
+        pytest.skip(f"tests/peers/{suite_name}_expected.toml lists no test: run python -m tests.peers record {command}")
+    check_unit(suite_name, unit, tmp_path_factory, upcoming(request, argname))
+
+
+def shared_cluster_fixture(suite_name: str):
+    """A module-scoped autouse fixture under which the cluster suite's units share one cluster."""
+    @pytest.fixture(scope="module", autouse=True)
+    def one_cluster():
+        with shared_cluster(suite_name):
+            yield
+    return one_cluster

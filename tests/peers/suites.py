@@ -45,9 +45,11 @@ def _rdk_header(built: librdkafka.Built) -> dict:
 
 def _on_cluster(suite: Suite, nodes: int = 3, header: dict | None = None, **changes) -> Suite:
     """``suite`` against ``nodes`` brokers on each side, with a pass list of its own (``header``: more of its header)."""
-    base = suite.header
+    def cluster_header(built) -> dict:
+        base = suite.header(built)
+        return {**base, "suite": f"{base['suite']}, {nodes} brokers", "nodes": nodes, **(header or {})}
     return replace(suite, name=f"{suite.name}_cluster", title=f"{suite.title} ({nodes} nodes)", nodes=nodes,
-                   header=lambda built: {**base(built), "nodes": nodes, **(header or {})}, **changes)
+                   header=cluster_header, **changes)
 
 
 KGO = Suite("kgo", "franz-go kgo", kgo.prepare, kgo.discover, kgo.run, _kgo_header,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 import pytest
 
@@ -78,38 +78,48 @@ def _run_unit(suite: Suite, built, unit: str, data_dir) -> object:
 
 
 def upcoming(request, argname: str) -> list[str]:
-    """The ``argname`` values of the next ``PARALLEL - 1`` selected tests of this test function,
-    in the session's order: the units to start while this one runs."""
+    """The ``argname`` values of the selected tests of this test function after this one, in the
+    session's order: the units to start, as runners free up, while this one runs."""
     items = request.session.items
-    out: list[str] = []
     try:
         at = items.index(request.node)
     except ValueError:
-        return out
-    for item in items[at + 1:]:
-        if len(out) >= PARALLEL - 1:
-            break
-        if getattr(item, "function", None) is request.node.function:
-            out.append(item.callspec.params[argname])
-    return out
+        return []
+    return [item.callspec.params[argname] for item in items[at + 1:]
+            if getattr(item, "function", None) is request.node.function]
 
 
 def _outcome(suite: Suite, built, unit: str, ahead: list[str], tmp_path_factory):
-    """The unit's outcome, started now unless already under way, with the ``ahead`` units started
-    beside it (at most ``PARALLEL`` run at once)."""
+    """The unit's outcome, started now unless already under way; while it runs, the ``ahead`` units
+    start in their order whenever fewer than ``PARALLEL`` run (so a long unit does not hold back the
+    short ones after it, and no more than ``PARALLEL`` ever run at once)."""
     global _pool
     if _pool is None:
         _pool = ThreadPoolExecutor(PARALLEL, thread_name_prefix="peer-unit")
-    for name in (unit, *ahead):
+
+    def start(name: str) -> None:
         if (suite.name, name) not in _runs:
             data_dir = tmp_path_factory.mktemp(f"{suite.name}-{name}") / "data"
             _runs[(suite.name, name)] = _pool.submit(_run_unit, suite, built, name, data_dir)
+
+    start(unit)
+    mine, queue = _runs[(suite.name, unit)], list(ahead)
+    while True:
+        running = [f for f in _runs.values() if not f.done()]
+        while queue and len(running) < PARALLEL:
+            name = queue.pop(0)
+            if (suite.name, name) not in _runs:
+                start(name)
+                running.append(_runs[(suite.name, name)])
+        if mine.done():
+            break
+        wait(running, return_when=FIRST_COMPLETED)
     return _runs.pop((suite.name, unit)).result()
 
 
 def check_unit(suite_name: str, unit: str, tmp_path_factory, ahead: list[str] = ()) -> None:
     """Run ``unit`` of the suite against a fresh kafkalite (unless it was started ahead) and apply
-    the pass list to its tests; ``ahead`` (``upcoming``) are the units to start beside it."""
+    the pass list to its tests; ``ahead`` (``upcoming``) are the units to start beside it, in turn."""
     suite = SUITES[suite_name]
     built = prepared(suite)
     plist = expected.load(suite_name)

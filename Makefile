@@ -68,11 +68,15 @@ test-peers: install
 peers-reference: install
 	$(BIN)/python -m tests.peers record kgo
 	$(BIN)/python -m tests.peers record librdkafka
+	$(BIN)/python -m tests.peers record kgo --cluster
+	$(BIN)/python -m tests.peers record librdkafka --cluster
 
 # every listed peer-suite test against kafkalite, with the totals written into the pass lists' headers
 peers-kafkalite: install
 	-$(BIN)/python -m tests.peers run kgo
 	-$(BIN)/python -m tests.peers run librdkafka
+	-$(BIN)/python -m tests.peers run kgo --cluster
+	-$(BIN)/python -m tests.peers run librdkafka --cluster
 
 compat: install
 	-$(BIN)/pytest -q -m "not reference" tests/clients tests/integration/test_java_clients.py

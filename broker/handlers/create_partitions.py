@@ -8,11 +8,14 @@
   topic UNKNOWN_SERVER_ERROR and yet keeps the partitions that fitted, up to
   the limit; here nothing of a refused topic is created.)
 - New partition logs are opened off the loop, all or nothing.
+- A manual assignment may name any node of a cluster (as CreateTopics'), each
+  at most once per partition: INVALID_REPLICA_ASSIGNMENT otherwise.
 """
 
 from protocol.errors import ErrorCode
 
 from ..cluster import MAX_RECORDS_PER_REQUEST, TopicError
+from ._assignments import assignable_nodes, bad_assignment
 
 from ..security.authorizer import Operation, ResourceType
 
@@ -35,8 +38,9 @@ async def handle(ctx, req):
             if topic is None:
                 results.append({"name": t.name, "error_code": ErrorCode.unknown_topic_or_partition, "error_message": f"The topic '{t.name}' does not exist."})
                 continue
-            if t.assignments and any(b != cluster.node_id for a in t.assignments for b in a.broker_ids or ()):
-                results.append({"name": t.name, "error_code": ErrorCode.invalid_replica_assignment, "error_message": f"Replica assignment may only name broker {cluster.node_id}"})
+            refused = t.assignments and bad_assignment(t.assignments, assignable_nodes(ctx))
+            if refused:
+                results.append({"name": t.name, "error_code": ErrorCode.invalid_replica_assignment, "error_message": refused})
                 continue
             try:
                 added = cluster.check_add_partitions(topic, t.count)

@@ -4,7 +4,7 @@
   answers TOPIC_ALREADY_EXISTS.
 - ``num_partitions`` -1 takes ``--num-partitions``; ``replication_factor``
   -1 or 1 is fine, anything larger is INVALID_REPLICATION_FACTOR (one broker).
-- Manual assignments may only name this broker (INVALID_REPLICA_ASSIGNMENT).
+- Manual assignments may only name this broker, or the nodes of a cluster (INVALID_REPLICA_ASSIGNMENT).
 - Topic configs are checked against the log engine's (INVALID_CONFIG).
 - ``validate_only`` checks everything and creates nothing.
 - v5+ return the partition count, replication factor and configs.
@@ -22,6 +22,7 @@ from protocol.errors import ErrorCode
 
 from ..cluster import MAX_RECORDS_PER_REQUEST, TopicError
 from ..security.authorizer import Operation, ResourceType
+from ._assignments import assignable_nodes, bad_assignment
 from ._config_entries import topic_config_entries
 
 API_KEY = 19
@@ -58,8 +59,7 @@ async def handle(ctx, req):
 async def _create(ctx, req, topics):
     cluster = ctx.cluster
     view = ctx.broker.view
-    # a cluster's nodes share one data directory: every node holds every partition (docs/multinode.md)
-    nodes = set(view.replica_ids()) if view is not None else {cluster.node_id}
+    nodes = assignable_nodes(ctx)
     live = len(view.live_ids()) if view is not None else 1
     replicas = len(nodes)
     results = []
@@ -82,10 +82,9 @@ async def _create(ctx, req, topics):
             if partitions != -1 or factor != -1:
                 results.append(_fail(name, ErrorCode.invalid_request, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time."))
                 continue
-            bad = [b for a in ct.assignments for b in a.broker_ids or () if b not in nodes]
-            if bad or any(not a.broker_ids or len(set(a.broker_ids)) != len(a.broker_ids) for a in ct.assignments):
-                names = ", ".join(map(str, sorted(nodes)))
-                results.append(_fail(name, ErrorCode.invalid_replica_assignment, f"Replica assignment may only name brokers {names}, each at most once per partition"))
+            refused = bad_assignment(ct.assignments, nodes)
+            if refused:
+                results.append(_fail(name, ErrorCode.invalid_replica_assignment, refused))
                 continue
             partitions = len(ct.assignments)
             factor = max(len(a.broker_ids) for a in ct.assignments)

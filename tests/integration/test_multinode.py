@@ -161,6 +161,23 @@ def test_a_standby_node_forwards_admin_requests_to_the_active_node(kafkalite_clu
         raw.close()
 
 
+def test_create_partitions_takes_an_assignment_naming_any_node(kafkalite_cluster):
+    """CreatePartitions, as CreateTopics, takes a manual assignment naming any node of the cluster (each
+    at most once per partition); it used to allow only the active node's id (librdkafka's 0081_admin
+    on 3 nodes: INVALID_REPLICA_ASSIGNMENT)."""
+    from confluent_kafka.admin import NewPartitions
+
+    cluster = kafkalite_cluster(nodes=3)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    _create(cluster.bootstrap_servers, "grow", 1, rf=3)
+    admin.create_partitions([NewPartitions("grow", 2, replica_assignment=[[3, 2, 1]])])["grow"].result(30)
+    assert len(admin.list_topics("grow", timeout=10).topics["grow"].partitions) == 2
+    for wrong in ([4, 2, 1], [2, 2, 1]):
+        with pytest.raises(ck.KafkaException) as refused:
+            admin.create_partitions([NewPartitions("grow", 3, replica_assignment=[wrong])])["grow"].result(30)
+        assert refused.value.args[0].code() == ck.KafkaError.INVALID_REPLICA_ASSIGNMENT
+
+
 def test_an_idempotent_producer_loses_nothing_when_the_leader_is_killed(kafkalite_cluster):
     """Must-have 1: acks=all, idempotent, writing while the leader of its partitions gets SIGKILL."""
     cluster = kafkalite_cluster(nodes=3)

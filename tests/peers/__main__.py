@@ -1,4 +1,4 @@
-"""``python -m tests.peers record|run <suite> [test ...]``.
+"""``python -m tests.peers record|run <suite> [--cluster] [test ...]``.
 
 record: runs the suite against one reference Kafka (tests/reference_kafka.py)
         and rewrites the ``kafka`` result of each test in
@@ -9,6 +9,9 @@ run:    runs it against kafkalite (a fresh broker per test) and prints each
 
 Without test names every test is run: for record, the tests the suite's
 discovery finds plus those already listed; for run, those listed.
+``--cluster`` (or the suite name ``<suite>_cluster``) picks the suite's
+3-node variant: a 3-broker reference Kafka cluster, one 3-node kafkalite
+shared by the sweep's units, and tests/peers/<suite>_cluster_expected.toml.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ def record(suite: suites.Suite, names: list[str]) -> int:
     plist = expected.load(suite.name)
     todo = names or sorted(set(suite.discover(built)) | {suite.unit(t) for t in plist.tests})
     began = time.monotonic()
-    with brokers.reference(suite.partitions) as kafka:
+    with brokers.reference(suite.partitions, suite.nodes) as kafka:
         for unit in todo:
             outcome = suite.run(built, unit, kafka.bootstrap)
             for name, result in suite.results(outcome).items():
@@ -39,10 +42,10 @@ def record(suite: suites.Suite, names: list[str]) -> int:
             _print(outcome, " ".join(f"{n}={r}" for n, r in suite.results(outcome).items() if n != unit))
             if outcome.result == "fail":
                 print("      " + outcome.detail[-600:].replace("\n", "\n      "))
-    plist.header = {**plist.header, **suite.header(built), "reference": brokers.reference_name(),
+    plist.header = {**plist.header, **suite.header(built), "reference": brokers.reference_name(suite.nodes),
                     "recorded": datetime.date.today().isoformat()}
     expected.save(plist)
-    print(f"{len(todo)} tests against {brokers.reference_name()} in {time.monotonic() - began:.0f}s; wrote {plist.path}")
+    print(f"{len(todo)} tests against {brokers.reference_name(suite.nodes)} in {time.monotonic() - began:.0f}s; wrote {plist.path}")
     return 0
 
 
@@ -54,9 +57,10 @@ def run(suite: suites.Suite, names: list[str]) -> int:
     failed = 0
     passed: set[str] = set()
     began = time.monotonic()
+    unit_brokers = brokers.UnitBrokers(suite)
     for unit in todo:
         try:
-            with brokers.kafkalite(partitions=suite.partitions) as broker:
+            with unit_brokers.unit(unit) as broker:
                 outcome = suite.run(built, unit, broker.bootstrap)
         except Exception as e:  # noqa: BLE001 - a handler failure (HandlerFailed) is reported, the sweep goes on
             failed += 1
@@ -72,6 +76,11 @@ def run(suite: suites.Suite, names: list[str]) -> int:
         _print(outcome, " ".join(notes))
         if outcome.result != "pass":
             print("      " + outcome.detail[-600:].replace("\n", "\n      "))
+    try:
+        unit_brokers.close()
+    except Exception as e:  # noqa: BLE001 - as above
+        failed += 1
+        print(f"ERROR  stopping the cluster: {e!r}"[:2000], flush=True)
     seconds = time.monotonic() - began
     print(f"{len(todo)} units against kafkalite in {seconds:.0f}s; {len(passed)} tests passed; {failed} unlisted failures")
     if set(todo) >= set(listed_units):  # a full sweep: its totals go into the list's header (COMPATIBILITY.md shows them)
@@ -86,9 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.peers", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("record", "run"))
     parser.add_argument("suite", choices=sorted(suites.SUITES))
+    parser.add_argument("--cluster", action="store_true", help="the suite's 3-node variant (<suite>_cluster)")
     parser.add_argument("tests", nargs="*", help="test names (default: all)")
-    args = parser.parse_args(argv)
-    suite = suites.SUITES[args.suite]
+    args = parser.parse_intermixed_args(argv)
+    name = f"{args.suite}_cluster" if args.cluster and not args.suite.endswith("_cluster") else args.suite
+    if name not in suites.SUITES:
+        parser.error(f"{args.suite} has no 3-node variant")
+    suite = suites.SUITES[name]
     try:
         return (record if args.command == "record" else run)(suite, args.tests)
     except Unavailable as e:

@@ -127,10 +127,11 @@ def totals(suite: str) -> dict:
     }
 
 
-def markdown_section(suites: tuple[str, ...] = ("kgo", "librdkafka")) -> list[str]:
+def markdown_section(suites: tuple[str, ...] = ("kgo", "librdkafka", "kgo_cluster", "librdkafka_cluster")) -> list[str]:
     """The "Peer test suites" section of COMPATIBILITY.md (docs/peer-suites.md has the details)."""
     out = ["## Peer test suites", "",
-           "Other projects' own test suites, run against a fresh kafkalite per test by `pytest tests/peers` "
+           "Other projects' own test suites, run against a fresh kafkalite per test (the 3-broker suites: against "
+           "one 3-node kafkalite, and recorded against a 3-broker Kafka) by `pytest tests/peers` "
            "(part of `make test`); their pass lists in tests/peers/*_expected.toml say which tests pass on the "
            "reference Kafka and why kafkalite fails the listed ones (docs/peer-suites.md).", "",
            "| Suite | Version | Tests run | Pass on Kafka | Pass on kafkalite | Listed differences |",

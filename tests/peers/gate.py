@@ -14,9 +14,10 @@ listed unit instead of the subset ``make test`` runs (see each test module).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 import pytest
 
@@ -53,54 +54,72 @@ def prepared(suite: Suite):
     return built
 
 
-# serve arguments for single units, where a test assumes a Kafka default that kafkalite changes on
-# purpose: 0118_commit_rebalance expects its second consumer's first revocation to come at close, which
-# holds only if both consumers join the first generation together, as Kafka's 3 s initial rebalance
-# delay makes them (kafkalite's default is 0: when the second consumer happens to join first it is
-# revoked at the first rebalance, commits with a valid generation and the test fails, about 1 run in 7)
-UNIT_BROKER_ARGS = {
-    ("librdkafka", "0118"): ("--group-initial-rebalance-delay-ms", "3000"),
-}
+_unit_brokers: dict[str, brokers.UnitBrokers] = {}  # of the cluster suites now under way (``shared_cluster``)
+
+
+@contextlib.contextmanager
+def shared_cluster(suite_name: str):
+    """While in it, the units of the cluster suite ``suite_name`` share one cluster (stopped on exit):
+    a test module's module-scoped fixture."""
+    with brokers.UnitBrokers(SUITES[suite_name]) as unit_brokers:
+        _unit_brokers[suite_name] = unit_brokers
+        try:
+            yield unit_brokers
+        finally:
+            del _unit_brokers[suite_name]
 
 
 def _run_unit(suite: Suite, built, unit: str, data_dir) -> object:
-    with brokers.kafkalite(data_dir, suite.partitions, UNIT_BROKER_ARGS.get((suite.name, unit), ())) as broker:
+    shared = _unit_brokers.get(suite.name)
+    with contextlib.ExitStack() as stack:  # without a shared cluster, the unit's own broker (or cluster)
+        unit_brokers = shared or stack.enter_context(brokers.UnitBrokers(suite))
+        broker = stack.enter_context(unit_brokers.unit(unit, data_dir))
         return suite.run(built, unit, broker.bootstrap)
 
 
 def upcoming(request, argname: str) -> list[str]:
-    """The ``argname`` values of the next ``PARALLEL - 1`` selected tests of this test function,
-    in the session's order: the units to start while this one runs."""
+    """The ``argname`` values of the selected tests of this test function after this one, in the
+    session's order: the units to start, as runners free up, while this one runs."""
     items = request.session.items
-    out: list[str] = []
     try:
         at = items.index(request.node)
     except ValueError:
-        return out
-    for item in items[at + 1:]:
-        if len(out) >= PARALLEL - 1:
-            break
-        if getattr(item, "function", None) is request.node.function:
-            out.append(item.callspec.params[argname])
-    return out
+        return []
+    return [item.callspec.params[argname] for item in items[at + 1:]
+            if getattr(item, "function", None) is request.node.function]
 
 
 def _outcome(suite: Suite, built, unit: str, ahead: list[str], tmp_path_factory):
-    """The unit's outcome, started now unless already under way, with the ``ahead`` units started
-    beside it (at most ``PARALLEL`` run at once)."""
+    """The unit's outcome, started now unless already under way; while it runs, the ``ahead`` units
+    start in their order whenever fewer than ``PARALLEL`` run (so a long unit does not hold back the
+    short ones after it, and no more than ``PARALLEL`` ever run at once)."""
     global _pool
     if _pool is None:
         _pool = ThreadPoolExecutor(PARALLEL, thread_name_prefix="peer-unit")
-    for name in (unit, *ahead):
+
+    def start(name: str) -> None:
         if (suite.name, name) not in _runs:
             data_dir = tmp_path_factory.mktemp(f"{suite.name}-{name}") / "data"
             _runs[(suite.name, name)] = _pool.submit(_run_unit, suite, built, name, data_dir)
+
+    start(unit)
+    mine, queue = _runs[(suite.name, unit)], list(ahead)
+    while True:
+        running = [f for f in _runs.values() if not f.done()]
+        while queue and len(running) < PARALLEL:
+            name = queue.pop(0)
+            if (suite.name, name) not in _runs:
+                start(name)
+                running.append(_runs[(suite.name, name)])
+        if mine.done():
+            break
+        wait(running, return_when=FIRST_COMPLETED)
     return _runs.pop((suite.name, unit)).result()
 
 
 def check_unit(suite_name: str, unit: str, tmp_path_factory, ahead: list[str] = ()) -> None:
     """Run ``unit`` of the suite against a fresh kafkalite (unless it was started ahead) and apply
-    the pass list to its tests; ``ahead`` (``upcoming``) are the units to start beside it."""
+    the pass list to its tests; ``ahead`` (``upcoming``) are the units to start beside it, in turn."""
     suite = SUITES[suite_name]
     built = prepared(suite)
     plist = expected.load(suite_name)
@@ -129,3 +148,29 @@ def units(suite_name: str, subset: set[str] | None = None) -> list[str]:
     if subset is None or MODE == "full":
         return listed
     return [u for u in listed if u in subset]
+
+
+NO_LIST = "(no pass list)"
+
+
+def parameters(suite_name: str, subset: set[str] | None = None) -> list[str]:
+    """A test module's parameters: ``units(suite_name, subset)``, or ``NO_LIST`` when the list is empty."""
+    return units(suite_name, subset) or [NO_LIST]
+
+
+def gate(suite_name: str, unit: str, request, tmp_path_factory, argname: str) -> None:
+    """The body of a test module's one test: ``check_unit`` with the units ahead started beside it."""
+    if unit == NO_LIST:
+        suite = SUITES[suite_name]
+        command = f"{suite.name.removesuffix('_cluster')}{' --cluster' if suite.nodes > 1 else ''}"
+        pytest.skip(f"tests/peers/{suite_name}_expected.toml lists no test: run python -m tests.peers record {command}")
+    check_unit(suite_name, unit, tmp_path_factory, upcoming(request, argname))
+
+
+def shared_cluster_fixture(suite_name: str):
+    """A module-scoped autouse fixture under which the cluster suite's units share one cluster."""
+    @pytest.fixture(scope="module", autouse=True)
+    def one_cluster():
+        with shared_cluster(suite_name):
+            yield
+    return one_cluster

@@ -11,7 +11,8 @@ share groups) before anything asked, so a test run alone would skip them.
 ``~/.cache/kafkalite/peers``; each test then runs in its own process (a panic
 ends only that test) through ``go tool test2json``.
 
-Environment of every run: ``KGO_SEEDS`` (the broker), ``KGO_TEST_RF=1``,
+Environment of every run: ``KGO_SEEDS`` (the broker, or every broker of a
+cluster), ``KGO_TEST_RF=1`` (3 for the cluster suite, ``kgo_cluster``),
 ``KGO_TEST_RECORDS`` (``KAFKALITE_KGO_TEST_RECORDS``, 20,000 here; franz-go's
 default is 500,000) and ``KGO_LOG_LEVEL=none``.
 """
@@ -105,9 +106,11 @@ def prepare() -> Built:
     return Built(ver, binary, cwd, go)
 
 
-def run(built: Built, name: str, bootstrap: str, records: int = RECORDS, timeout: float = TEST_TIMEOUT_S) -> Outcome:
-    """Run the top-level test ``name`` against ``bootstrap``; its result and output."""
-    env = {**os.environ, "KGO_SEEDS": bootstrap, "KGO_TEST_RF": "1", "KGO_TEST_RECORDS": str(records),
+def run(built: Built, name: str, bootstrap: str, records: int = RECORDS, timeout: float = TEST_TIMEOUT_S,
+        rf: int = 1) -> Outcome:
+    """Run the top-level test ``name`` against ``bootstrap``, its topics created with replication
+    factor ``rf`` (``KGO_TEST_RF``); its result and output."""
+    env = {**os.environ, "KGO_SEEDS": bootstrap, "KGO_TEST_RF": str(rf), "KGO_TEST_RECORDS": str(records),
            "KGO_LOG_LEVEL": "none"}
     argv = [built.go, "tool", "test2json", "-p", "kgo", str(built.binary), "-test.v=test2json",
             "-test.run", f"^{name}$", "-test.count=1", "-test.timeout", f"{int(timeout)}s"]

@@ -13,7 +13,7 @@ zlib; zstd, lz4 and RapidJSON (tests that check statistics JSON) are used
 when their -dev packages are there, which the preparation installs with apt-get when it runs as root on Debian (unless
 ``KAFKALITE_NO_APT`` is set).
 
-Tests: the entries of tests/test.c's test table that need a broker (not
+Tests (``discover``): the entries of tests/test.c's test table that need a broker (not
 ``TEST_F_LOCAL``, manual or known-issue), less those for SSL, SASL, OAUTHBEARER
 or ACL-authorised principals, and two that only talk to librdkafka's mock
 cluster (``EXCLUDED``). ``TESTS=<number>`` runs every test
@@ -22,6 +22,10 @@ report the runner writes, which gives each test's state. The runner runs in
 quick mode (``-Q``), without the other runner's resource checks, with
 ``TEST_KAFKA_VERSION`` set to the reference Kafka's version (the tests pick
 broker features by it) and a ``test.conf`` naming the broker.
+
+The cluster suite (``librdkafka_cluster``, against 3 brokers) runs the numbers
+of ``discover_cluster``: those whose source creates topics with replication
+factor 3 (or the brokers' default) or says it needs, or counts, several brokers.
 """
 
 from __future__ import annotations
@@ -186,6 +190,25 @@ def broker_tests(built: Built) -> dict[str, list[str]]:
 
 def discover(built: Built) -> list[str]:
     return sorted(broker_tests(built))
+
+
+# what marks a test as one for a cluster (librdkafka's own runner starts 3 brokers, tests/scenarios/*.json
+# give replication_factor 3): a topic created with replication factor 3, or with the brokers' default
+# (-1, which default.replication.factor=3 makes 3); or a test that says it needs 3 brokers, or counts them
+_CLUSTER_RF = re.compile(r"create_topic\w*\(\s*[^,;]+,[^,;]+,[^,;]+,\s*(?:3|-1)\s*[,)]")
+_CLUSTER_SAYS = re.compile(r"least 3 brokers|test_get_broker_ids\(")
+
+
+def discover_cluster(built: Built) -> list[str]:
+    """The numbers of ``discover`` whose source (tests/<number>-*.c, .cpp) needs or uses a cluster:
+    ``_CLUSTER_RF`` or ``_CLUSTER_SAYS`` matches it."""
+    numbers = set(broker_tests(built))
+    out = set()
+    for path in built.tests_dir.glob("[0-9][0-9][0-9][0-9]-*.c*"):
+        text = path.read_text(errors="replace")
+        if path.name[:4] in numbers and (_CLUSTER_RF.search(text) or _CLUSTER_SAYS.search(text)):
+            out.add(path.name[:4])
+    return sorted(out)
 
 
 _STATES = {"PASSED": "pass", "FAILED": "fail", "SKIPPED": "skip"}

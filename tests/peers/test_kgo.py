@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.peers.gate import check_unit, units, upcoming
+from tests.peers.gate import gate, parameters, units
 
 # left out of make test's run: tests/clients/test_franz_txn.py runs it (50,000 records)
 SLOW = {"TestTxnEtl"}
 
 
-@pytest.mark.parametrize("test", units("kgo", set(units("kgo")) - SLOW) or ["(no pass list)"])
+@pytest.mark.parametrize("test", parameters("kgo", set(units("kgo")) - SLOW))
 def test_kgo(test, tmp_path_factory, request):
-    if test == "(no pass list)":
-        pytest.skip("tests/peers/kgo_expected.toml lists no test: run python -m tests.peers record kgo")
-    check_unit("kgo", test, tmp_path_factory, upcoming(request, "test"))
+    gate("kgo", test, request, tmp_path_factory, "test")

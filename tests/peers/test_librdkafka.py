@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.peers.gate import check_unit, units, upcoming
+from tests.peers.gate import gate, parameters, units
 
 # numbers left out of make test's run for time: each takes 20-65 s on kafkalite (max.poll.interval
 # timeouts, produce retries through sockem, head-of-line blocking, idempotence message timeouts,
@@ -19,8 +19,6 @@ from tests.peers.gate import check_unit, units, upcoming
 SLOW = {"0076", "0088", "0091", "0093", "0094", "0114"}
 
 
-@pytest.mark.parametrize("number", units("librdkafka", set(units("librdkafka")) - SLOW) or ["(no pass list)"])
+@pytest.mark.parametrize("number", parameters("librdkafka", set(units("librdkafka")) - SLOW))
 def test_librdkafka(number, tmp_path_factory, request):
-    if number == "(no pass list)":
-        pytest.skip("tests/peers/librdkafka_expected.toml lists no test: run python -m tests.peers record librdkafka")
-    check_unit("librdkafka", number, tmp_path_factory, upcoming(request, "number"))
+    gate("librdkafka", number, request, tmp_path_factory, "number")

@@ -50,6 +50,7 @@ KNOWN_HANDLER_COORDINATOR_IMPORTS: frozenset = frozenset()  # none left: handler
 # the handler modules written to be shared by several handlers (each one's users are named in it)
 SHARED_HANDLER_MODULES = frozenset({
     "broker.handlers._acls",  # CreateAcls, DeleteAcls, DescribeAcls
+    "broker.handlers._assignments",  # CreateTopics, CreatePartitions
     "broker.handlers._config_entries",  # DescribeConfigs, CreateTopics
     "broker.handlers._configs",  # AlterConfigs, IncrementalAlterConfigs, DescribeConfigs
     "broker.handlers._groups",  # the group handlers

@@ -51,7 +51,7 @@ def test_dump_round_trips_through_tomllib():
     assert data["tests"]["TestA/b"] == {"kafka": "skip"}
 
 
-@pytest.mark.parametrize("suite", ["kgo", "librdkafka"])
+@pytest.mark.parametrize("suite", ["kgo", "librdkafka", "kgo_cluster", "librdkafka_cluster"])
 def test_the_committed_lists_are_well_formed(suite):
     plist = expected.load(suite)
     assert plist.tests, f"tests/peers/{suite}_expected.toml lists no test"

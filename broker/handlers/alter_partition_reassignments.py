@@ -21,17 +21,12 @@ id order): any other set is INVALID_REPLICA_ASSIGNMENT, saying so. docs/multinod
 from protocol.errors import ErrorCode
 
 from ..security.authorizer import Operation
+from ._assignments import assignable_nodes
 
 API_KEY = 45
 NAME = "AlterPartitionReassignments"
 VERSIONS = (0, 1)
 _DENIED = "Cluster authorization failed."
-
-
-def registered(ctx) -> list[int]:
-    """The broker ids a replica list may name: this broker, or every node of its cluster."""
-    view = ctx.broker.view
-    return [ctx.cluster.node_id] if view is None else view.replica_ids()
 
 
 def _check(cluster, nodes: list[int], topic: str, partition: int, target, allow_rf_change: bool) -> tuple[ErrorCode, str | None]:
@@ -68,7 +63,7 @@ async def handle(ctx, req):
         results = [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": ErrorCode.cluster_authorization_failed,
                                                      "error_message": _DENIED} for p in t.partitions or ()]} for t in topics]
         return {**base, "error_code": ErrorCode.cluster_authorization_failed, "error_message": _DENIED, "responses": results}
-    nodes = registered(ctx)
+    nodes = sorted(assignable_nodes(ctx))
     results = []
     for t in topics:
         partitions = []

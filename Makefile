@@ -23,7 +23,7 @@ spark-jars: install
 	$(BIN)/python -m pipeline.jars --if-possible
 
 test: install spark-jars
-	$(BIN)/pytest -q --durations=30 --junitxml=build/test-report.xml tests
+	$(BIN)/python -m tests.parallel
 
 test-unit: install
 	$(BIN)/pytest -q tests/unit

@@ -7,9 +7,11 @@ settings) and one table per test::
     kafka = "pass"                    # the result against the reference Kafka
     kafkalite = "fail"                # present only for a known difference
     reason = "why kafkalite fails"    # required with kafkalite
+    racy = "why the test itself races" # the gate runs a failed unit once more, on a fresh broker
 
 ``verdict`` turns a kafkalite result into what the gate does with it; the
-recording command rewrites ``kafka`` (and the header) and keeps every reason.
+recording command rewrites ``kafka`` (and the header) and keeps every reason, note
+and ``racy``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class Entry:
     kafkalite: str | None = None  # the known kafkalite result, when it differs
     reason: str = ""
     note: str = ""  # what the test does, for the reader of the list
+    racy: str = ""  # why the test can fail by itself (a race in the suite's own test): one more run when it fails
 
 
 @dataclass
@@ -73,6 +76,8 @@ def dump(plist: PassList) -> str:
             lines += [f"kafkalite = {_quote(e.kafkalite)}", f"reason = {_quote(e.reason)}"]
         if e.note:
             lines.append(f"note = {_quote(e.note)}")
+        if e.racy:
+            lines.append(f"racy = {_quote(e.racy)}")
     return "\n".join(lines) + "\n"
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +62,49 @@ def test_the_committed_lists_are_well_formed(suite):
         assert e.kafka in (*expected.RESULTS, "unknown"), name
         assert e.kafkalite in (None, *expected.RESULTS), name
         assert bool(e.kafkalite) == bool(e.reason), f"{name}: a listed difference needs a reason, and only it"
+
+
+class _Outcome:
+    def __init__(self, result: str) -> None:
+        self.result, self.detail, self.name = result, f"the {result} run", "T"
+
+
+class _Suite:
+    name, title = "fake", "fake suite"
+
+    def results(self, outcome) -> dict:
+        return {"T": outcome.result}
+
+
+def _gate_with(monkeypatch, entry: Entry, second: str) -> list:
+    """check_unit with a first run that fails and a second one of result ``second``; the runs made."""
+    from tests.peers import gate
+
+    runs = []
+    monkeypatch.setitem(gate.SUITES, "fake", _Suite())
+    monkeypatch.setattr(gate, "prepared", lambda suite: object())
+    monkeypatch.setattr(gate.expected, "load", lambda name: PassList("fake", {}, {"T": entry}))
+    monkeypatch.setattr(gate, "_outcome", lambda *a: (runs.append("first"), _Outcome("fail"))[1])
+    monkeypatch.setattr(gate, "_run_unit", lambda *a: (runs.append("again"), _Outcome(second))[1])
+
+    class _Tmp:
+        def mktemp(self, name):
+            return Path(tempfile.mkdtemp())
+
+    with pytest.warns(gate.RacyRetried) if entry.racy else contextlib.nullcontext():
+        try:
+            gate.check_unit("fake", "T", _Tmp())
+            runs.append("passed")
+        except pytest.fail.Exception:
+            runs.append("failed")
+    return runs
+
+
+def test_a_racy_test_that_fails_runs_once_more_and_its_second_result_counts(monkeypatch):
+    racy = Entry(kafka="pass", racy="its loop counts a topic it does not want")
+    assert _gate_with(monkeypatch, racy, "pass") == ["first", "again", "passed"]
+    assert _gate_with(monkeypatch, racy, "fail") == ["first", "again", "failed"]  # twice in a row fails the gate
+
+
+def test_a_test_not_marked_racy_is_not_run_again(monkeypatch):
+    assert _gate_with(monkeypatch, Entry(kafka="pass"), "pass") == ["first", "failed"]

@@ -57,7 +57,8 @@ Threading model
   locking; a segment dropped by retention or compaction keeps its file
   descriptor open until the last reference goes away.
 
-This module holds appends, rolls, reads, truncation and retention. The
+This module holds appends, rolls, reads, truncation and retention; how an
+append's batches are checked, patched and written is in log_append.py. The
 transactions' bookkeeping (queries, ``.txnindex``, snapshots) is in log_txn.py
 and the durability (flushes, clean shutdown, deletion) in log_durability.py,
 both mixins of ``PartitionLog``. Open-time recovery lives in recovery.py and
@@ -77,25 +78,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable, Iterable, Sequence
 
-from protocol.records import (
-    TRANSACTIONAL_MASK,
-    BatchHeader,
-    patch_base_offset,
-    set_log_append_time,
-)
+from protocol.records import BatchHeader
 
 from . import compaction
 from .compaction import CompactionStats
 from .config import LogConfig
 from .crashpoints import crash_point
 from .errors import (
-    InvalidOffsetError,
     LogClosedError,
     OffsetOutOfRangeError,
-    RecordBatchTooLargeError,
 )
 from .index import write_file_atomic
 from .leader_epochs import LeaderEpochs
+from .log_append import AppendResult, lay_out, write_appended
 from .log_durability import DurableLog
 from .log_txn import TxnLog
 from .retention import expired_segments
@@ -105,111 +100,11 @@ from .txn import AbortedTxn, TxnState, encode_snapshot
 
 __all__ = ["PartitionLog", "AppendResult", "CompactionStats"]
 
-# baseOffset(8) batchLength(4) partitionLeaderEpoch(4): what an append patches, outside the CRC
-_HEAD_PATCH = 16
 # read_region: batches of at least this many bytes come as a FileRegion (sent with sendfile);
 # below it, the read and the copy cost less than setting up the send
 FILE_REGION_MIN = 256 * 1024
-_TXN_BIT = TRANSACTIONAL_MASK
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    base_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time_ms: int  # -1 unless message.timestamp.type=LogAppendTime
-
-
-def _lay_out(
-    batches: Sequence[tuple[BatchHeader, bytes | bytearray | memoryview]],
-    next_off: int,
-    limit: int,
-    assign_offsets: bool,
-    leader_epoch: int | None,
-    use_lat: bool,
-    lat: int,
-) -> tuple[list, list[tuple[int, int, int, int]], int, int, int, int, int, list | None]:
-    """Check an append's batches and lay out what one pwritev writes (``PartitionLog.append``):
-    (the buffers, (position, last offset, max timestamp, size) of each batch, the bytes in all,
-    the next offset after them, the first base offset, the max timestamp and its offset, the
-    transactional batches as (header, base offset, bytes) or None).
-
-    The batches are written as they are, with no copy: each batch's first 16 bytes
-    (baseOffset, batchLength, partitionLeaderEpoch: outside the CRC) go out from a
-    patched copy in ``heads``, the rest straight from the request's buffer. Only
-    LogAppendTime (``use_lat``) rewrites CRC-covered bytes: those batches are copied."""
-    heads = memoryview(bytearray(_HEAD_PATCH * len(batches)))
-    iov: list = []
-    pos = 0
-    first_base = -1
-    max_ts = -1
-    off_of_max = -1
-    infos: list[tuple[int, int, int, int]] = []
-    txn: list | None = None
-    txn_bit = _TXN_BIT
-    for i, (hdr, data) in enumerate(batches):
-        n = len(data)
-        if n != hdr.size:
-            raise ValueError(f"batch header says {hdr.size} bytes but {n} were given")
-        if assign_offsets:
-            if n > limit:
-                raise RecordBatchTooLargeError(n, limit)
-            base = next_off
-        else:
-            base = hdr.base_offset
-            if base < next_off:
-                raise InvalidOffsetError(f"batch base offset {base} is below the next expected offset {next_off}")
-        view = data if type(data) is memoryview else memoryview(data)
-        if hdr.attributes & txn_bit:
-            if txn is None:
-                txn = []
-            txn.append((hdr, base, view))
-        if use_lat:
-            whole = bytearray(view)
-            patch_base_offset(whole, 0, base, leader_epoch)
-            set_log_append_time(whole, 0, lat)
-            iov.append(whole)
-            bts = lat
-        else:
-            head = heads[i * _HEAD_PATCH : (i + 1) * _HEAD_PATCH]
-            head[:] = view[:_HEAD_PATCH]
-            if assign_offsets or leader_epoch is not None:
-                patch_base_offset(head, 0, base, leader_epoch)
-            iov.append(head)
-            iov.append(view[_HEAD_PATCH:])
-            bts = hdr.max_timestamp
-        last = base + hdr.last_offset_delta
-        if first_base < 0:
-            first_base = base
-        if bts > max_ts:
-            max_ts, off_of_max = bts, last
-        infos.append((pos, last, bts, n))
-        next_off = last + 1
-        pos += n
-    return iov, infos, pos, next_off, first_base, max_ts, off_of_max, txn
-
-
-def _write(seg: Segment, iov: list, nbytes: int, infos: list[tuple[int, int, int, int]], now_ms: int) -> None:
-    """Write an append's buffers at the end of ``seg`` in one pwritev (cut back off on failure)
-    and note its batches in the segment's indexes."""
-    start = seg.size
-    try:
-        seg.fh.pwritev_all(iov, start)
-    except BaseException:
-        try:
-            seg.fh.truncate(start)
-        except OSError:
-            pass
-        raise
-    seg.size = start + nbytes
-    if seg.first_batch_time_ms is None:
-        seg.first_batch_time_ms = now_ms
-    for p, last, bts, n in infos:
-        seg.note_batch(start + p, last, bts, n)
 
 
 class _View:
@@ -359,7 +254,7 @@ class PartitionLog(TxnLog, DurableLog):
             now_ms = self._now_ms()
             use_lat = assign_offsets and cfg.message_timestamp_type == "LogAppendTime"
             lat = (log_append_time_ms if log_append_time_ms is not None else now_ms) if use_lat else -1
-            iov, infos, nbytes, next_off, first_base, max_ts, off_of_max, txn = _lay_out(
+            iov, infos, nbytes, next_off, first_base, max_ts, off_of_max, txn = lay_out(
                 batches, self._leo, cfg.max_message_bytes, assign_offsets, leader_epoch, use_lat, lat
             )
             seg = self._view.segs[-1]
@@ -372,7 +267,7 @@ class PartitionLog(TxnLog, DurableLog):
                 self._start_tracking_locked(txn[0][1])
             if leader_epoch and leader_epoch > self.epochs.latest:  # epoch 0 (a single node) is never written down
                 self.epochs.assign(leader_epoch, first_base)  # this epoch's first write: where it begins
-            _write(seg, iov, nbytes, infos, now_ms)
+            write_appended(seg, iov, nbytes, infos, now_ms)
             self._leo = next_off
             created = self._apply_txn_locked(seg, txn) if txn is not None else False
             if cfg.fsync == "always":

@@ -37,7 +37,8 @@ from storage.atomic import previous_path, read_with_fallback
 from storage.config import LogConfig
 from storage.partition_meta import PARTITION_METADATA
 
-from .cluster import META_FILE, PRODUCER_ID_BLOCK, Partition, Topic, _new_cluster_id, log, meta_checksum, validate_topic_name
+from .cluster import META_FILE, PRODUCER_ID_BLOCK, Topic, _new_cluster_id, log, meta_checksum, validate_topic_name
+from .partition import Partition
 from .dynamic_config import broker_dynamic_settings
 
 MAX_PARTITIONS = 1_000_000  # a count above this in meta.json is damage, not a topic

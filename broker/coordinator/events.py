@@ -16,7 +16,7 @@ import json
 
 from protocol.records import Record, build_batch, split_batches
 
-from ..cluster import AppendOrigin
+from ..partition import AppendOrigin
 
 EVENTS_TOPIC = "__kafkalite_group_events"
 EVENTS_CONFIG = {"cleanup.policy": "delete", "retention.ms": str(7 * 24 * 3600 * 1000)}

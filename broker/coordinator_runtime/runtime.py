@@ -41,7 +41,7 @@ from protocol.errors import ErrorCode
 from protocol.records import build_end_txn_marker, build_key_value_batch, iter_key_values, split_batches
 from storage.crashpoints import crash_point
 
-from ..cluster import AppendOrigin
+from ..partition import AppendOrigin
 from ..pending import Pending, settle
 from .constants import now_ms
 
@@ -157,7 +157,7 @@ class CoordinatorRuntime:
                  clock_ms: Callable[[], int] = now_ms, publisher=None,
                  cuts: Callable[[Any], None] | None = None) -> None:
         self.index = index
-        self.partition = partition  # broker.cluster.Partition
+        self.partition = partition  # broker.partition.Partition
         self.topic = topic
         self.fsync_always = fsync_always
         self.log = log

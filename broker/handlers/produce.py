@@ -41,7 +41,7 @@ from protocol.errors import ErrorCode
 from protocol.records import CorruptRecordError, split_batches
 from storage.errors import LogClosedError
 
-from ..cluster import AppendError, AppendOrigin
+from ..partition import AppendError, AppendOrigin
 from ..security.authorizer import Operation, ResourceType
 
 API_KEY = 0

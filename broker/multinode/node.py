@@ -22,7 +22,8 @@ import uuid
 
 from storage.config import LogConfig
 
-from ..cluster import Partition, Topic, TopicError
+from ..cluster import Topic, TopicError
+from ..partition import Partition
 from ..logs import get_logger
 from .channel import Channel, ChannelClosed
 from .forwarding import FORWARD_ROOM, Forwarder, handle_forwarded

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from protocol.errors import ErrorCode
 from protocol.records import build_end_txn_marker, split_batches
 
-from ..cluster import AppendOrigin
+from ..partition import AppendOrigin
 from ..coordinator.common import CoordinatorError, Result
 from ..coordinator.lost import report_cuts, transactional_id
 from ..coordinator.placement import partition_for

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from broker.cluster import AppendOrigin
+from broker.partition import AppendOrigin
 from broker.testing import Broker
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, build_end_txn_marker, iter_records, split_batches

@@ -40,7 +40,7 @@ def commit(shard, group: str, offset: int, answer="ok") -> Result:
 
 
 def active_runtime(log: MemoryLog, linger_ms: int = 5) -> ShardRuntime:
-    partition = SimpleNamespace(index=0, log=log, append=lambda batches, origin: log.append(batches))  # broker.cluster.Partition's shape
+    partition = SimpleNamespace(index=0, log=log, append=lambda batches, origin: log.append(batches))  # broker.partition.Partition's shape
     rt = ShardRuntime(0, partition, GroupConfig(append_linger_ms=linger_ms), fsync_always=False, log=StubLog())
     rt.state = ACTIVE
     return rt

@@ -12,7 +12,8 @@ import uuid
 
 import pytest
 
-from broker.cluster import PRODUCER_ID_BLOCK, AppendOrigin, Cluster
+from broker.cluster import PRODUCER_ID_BLOCK, Cluster
+from broker.partition import AppendOrigin
 from broker.metadata_load import MetadataError, load_cluster, parse_meta
 from protocol.records import Record, build_batch, split_batches
 from storage import atomic

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from broker.cluster import Partition
+from broker.partition import Partition
 from broker.metrics import EVENTS_TOPIC, _StateCollector
 
 

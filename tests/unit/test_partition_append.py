@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from broker.cluster import AppendError, AppendOrigin, Cluster
+from broker.cluster import Cluster
+from broker.partition import AppendError, AppendOrigin
 from broker.metadata_load import load_cluster
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, split_batches

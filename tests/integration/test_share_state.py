@@ -14,6 +14,7 @@ from broker.share.coordinator import coordinator_key, java_uuid
 from protocol.errors import ErrorCode
 from tests.broker_process import BrokerProcess
 from tests.raw import RawClient
+from tests.wait import wait_until
 
 INIT, READ, WRITE, DELETE, SUMMARY = 83, 84, 85, 86, 87
 
@@ -158,14 +159,18 @@ def test_state_survives_kill_9(tmp_path):
         b.kill()
         b.start()
         raw = RawClient(b.bootstrap)
-        part = None
-        for _ in range(100):  # the share coordinator loads in the background after start
-            part = _read(raw, "k9g", tid, leader_epoch=1)
-            if part.error_code != ErrorCode.coordinator_load_in_progress:
-                break
+
+        def loaded(ask, **kw):
+            """The answer once its share coordinator shard has loaded (each loads in the background
+            after start, and partitions of one group may be on different shards)."""
+            return wait_until(lambda: (lambda r: r if r.error_code != ErrorCode.coordinator_load_in_progress else None)(ask(raw, "k9g", tid, **kw)),
+                              what="the share coordinator shard loaded")
+
+        part = loaded(_read, leader_epoch=1)
         assert part.error_code == ErrorCode.none and _batches(part) == expected0
-        assert _batches(_read(raw, "k9g", tid, partition=2)) == [(7, 9, 4, 3)]
-        assert _summary(raw, "k9g", tid, partition=1).start_offset == -1
+        part2 = loaded(_read, partition=2)
+        assert part2.error_code == ErrorCode.none and _batches(part2) == [(7, 9, 4, 3)]
+        assert loaded(_summary, partition=1).start_offset == -1
         # the fence survives too
         assert _write(raw, "k9g", tid, [], leader_epoch=0).error_code == ErrorCode.fenced_leader_epoch
     finally:

@@ -19,9 +19,12 @@ The exit status is 0 only if every job passed. ``KAFKALITE_TEST_JOBS`` (or
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import queue
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -63,24 +66,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     OUT.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
-    running: dict[subprocess.Popen, tuple[str, float]] = {}
+    ended: queue.Queue = queue.Queue()  # (name, exit status, seconds) of each job, as it ends
     failed: list[str] = []
-    pending = list(todo)
+    pending, running = list(todo), 0
     while pending or running:
-        while pending and len(running) < max(1, args.jobs):
+        while pending and running < max(1, args.jobs):
             name, paths = pending.pop(0)
-            log = open(OUT / f"{name}.log", "wb")  # noqa: SIM115 - closed when the job ends
-            argv_job = [sys.executable, "-m", "pytest", "-q", "--durations=15", f"--junitxml=build/test-report-{name}.xml", *extra, *paths]
-            proc = subprocess.Popen(argv_job, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-            proc.log = log  # type: ignore[attr-defined]
-            running[proc] = (name, time.monotonic())
+            threading.Thread(target=_job, args=(name, paths, extra, ended), daemon=True).start()
+            running += 1
             print(f"---- {name} started ({' '.join(paths) if len(paths) < 4 else f'{len(paths)} files'})", flush=True)
-        done = _wait_any(running)
-        name, t0 = running.pop(done)
-        done.log.close()  # type: ignore[attr-defined]
-        code = done.returncode
-        print(f"==== {name}: exit {code} in {time.monotonic() - t0:.0f} s ====", flush=True)
-        sys.stdout.write((OUT / f"{name}.log").read_text(errors="replace"))
+        name, code, seconds = ended.get()
+        running -= 1
+        print(f"==== {name}: exit {code} in {seconds:.0f} s ====", flush=True)
+        with contextlib.suppress(OSError):
+            sys.stdout.write((OUT / f"{name}.log").read_text(errors="replace"))
         sys.stdout.flush()
         if code != 0:
             failed.append(name)
@@ -88,13 +87,18 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-def _wait_any(running: dict) -> subprocess.Popen:
-    """The first job to end (polled each second: reaping with wait() would lose Popen its exit status)."""
-    while True:
-        for proc in running:
-            if proc.poll() is not None:
-                return proc
-        time.sleep(1)
+def _job(name: str, paths: list[str], extra: list[str], ended: queue.Queue) -> None:
+    """Run one job's pytest, its output into its log; put (name, exit status, seconds) on ``ended``."""
+    t0 = time.monotonic()
+    argv = [sys.executable, "-m", "pytest", "-q", "--durations=15", f"--junitxml=build/test-report-{name}.xml", *extra, *paths]
+    code = 1  # unless the run says otherwise: the main loop never waits for a job that is gone
+    try:
+        with open(OUT / f"{name}.log", "wb") as log:
+            code = subprocess.run(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
+    except OSError as exc:  # no log file, no interpreter: the job failed, and says why
+        print(f"{name}: could not run {' '.join(argv)}: {exc}", file=sys.stderr, flush=True)
+    finally:
+        ended.put((name, code, time.monotonic() - t0))
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ def _check(cluster, nodes: list[int], topic: str, partition: int, target, allow_
 
 async def handle(ctx, req):
     topics = req.topics or ()
-    allow = bool(getattr(req, "allow_replication_factor_change", True)) if ctx.version >= 1 else True
+    allow = req.allow_replication_factor_change if ctx.version >= 1 else True  # v0 has no such field
     base = {"throttle_time": 0, "allow_replication_factor_change": allow}
     if not ctx.allowed_on_cluster(Operation.ALTER):
         results = [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": ErrorCode.cluster_authorization_failed,

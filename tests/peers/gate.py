@@ -131,7 +131,7 @@ def check_unit(suite_name: str, unit: str, tmp_path_factory, ahead: list[str] = 
     verdicts = _verdicts(suite, plist, outcome)
     racy = [n for n, v in verdicts.items() if v.action == "fail" and plist.tests.get(n, expected.Entry()).racy]
     if racy and all(v.action != "fail" or n in racy for n, v in verdicts.items()):
-        # the suite's own test raced (the list says how): once more, alone, on a fresh broker
+        # the suite's own test raced (the list says how): once more, on a fresh broker
         warnings.warn(RacyRetried(f"{suite.title} {unit}: {', '.join(racy)} failed; run again "
                                   f"({plist.tests[racy[0]].racy}):\n{outcome.detail[-1500:]}"), stacklevel=1)
         outcome = _run_unit(suite, built, unit, tmp_path_factory.mktemp(f"{suite.name}-{unit}-again") / "data")
